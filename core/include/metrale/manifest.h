@@ -1,0 +1,54 @@
+/* The kernel manifest (kernels.def) as C data: ids, signatures, requirements. */
+#ifndef METRALE_MANIFEST_H
+#define METRALE_MANIFEST_H
+
+#include <stdint.h>
+
+#include "metrale/gpu_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum metrale_kernel_id {
+#define METRALE_KERNEL(id, module, block, sig, req, fallback, contract) METRALE_K_##id,
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL
+  METRALE_K_COUNT
+} metrale_kernel_id;
+
+#define METRALE_MAX_KERNEL_ARGS 16
+
+typedef enum metrale_requirement {
+  METRALE_REQUIRED = 1,
+  METRALE_OPTIONAL = 2,
+} metrale_requirement;
+
+typedef struct metrale_kernel_info {
+  metrale_kernel_id id;
+  const char *module;
+  const char *name;
+  uint32_t block;
+  const char *signature; /* "y:p x:p n:u" */
+  metrale_requirement requirement;
+  const char *fallback;
+  const char *contract;
+  /* parsed signature */
+  uint32_t nargs;
+  gpu_arg_kind arg_kinds[METRALE_MAX_KERNEL_ARGS];
+  char arg_names[METRALE_MAX_KERNEL_ARGS][16];
+} metrale_kernel_info;
+
+/* The manifest row of a kernel; NULL for an id out of range. */
+const metrale_kernel_info *metrale_kernel_info_get(metrale_kernel_id id);
+/* Finds a row by module + name; NULL when the manifest has no such kernel. */
+const metrale_kernel_info *metrale_kernel_info_find(const char *module, const char *name);
+/* Checks args against the kernel's signature: count and kinds. */
+metrale_status metrale_kernel_check_args(const metrale_kernel_info *info, const gpu_arg *args,
+                                         uint32_t nargs);
+const char *metrale_arg_kind_name(gpu_arg_kind kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
