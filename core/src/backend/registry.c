@@ -132,13 +132,15 @@ static void find_module(size_t i) {
   char searched[1024] = "";
   for (size_t d = 0; d < nd; d++) {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dirs[d], file);
+    /* return values checked: gcc -O3 rejects (-Werror=format-truncation) unchecked ones */
+    if (snprintf(path, sizeof path, "%s/%s", dirs[d], file) >= (int)sizeof path) continue;
     if (access(path, F_OK) != 0) {
       size_t used = strlen(searched);
-      snprintf(searched + used, sizeof searched - used, "%s%s", used ? ", " : "", dirs[d]);
+      if (snprintf(searched + used, sizeof searched - used, "%s%s", used ? ", " : "", dirs[d]) < 0)
+        searched[used] = '\0';
       continue;
     }
-    snprintf(cache[i].path, sizeof cache[i].path, "%s", path);
+    if (snprintf(cache[i].path, sizeof cache[i].path, "%s", path) < 0) cache[i].path[0] = '\0';
     metrale_status s = metrale_backend_module_load(path, &cache[i].module);
     if (s) {
       snprintf(cache[i].error, sizeof cache[i].error, "%s", metrale_status_message(s));
