@@ -1,0 +1,80 @@
+/* The Qwen3 SSM decoder layer (Gated DeltaNet mixer + dense or MoE FFN), written once
+ * against the gpu_backend vtable.  DESIGN.md section 4 is its numerical contract.
+ *
+ * Activations are bf16 [T, H] device buffers; state lives in a metrale_state_pool. */
+#ifndef METRALE_QWEN3_SSM_H
+#define METRALE_QWEN3_SSM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "metrale/device.h"
+#include "metrale/state.h"
+#include "metrale/weights.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct metrale_qwen3_ssm_layer metrale_qwen3_ssm_layer;
+
+typedef enum metrale_part {
+  METRALE_PART_MIXER = 1, /* input goes straight to linear_attn; output = mixer output */
+  METRALE_PART_LAYER = 2, /* the whole decoder layer, residuals included */
+} metrale_part;
+
+/* Where the layer's weights come from: a checkpoint, or seeded random values. */
+typedef struct metrale_weight_source {
+  /* Uploads the tensor `name` (checkpoint naming, e.g. "linear_attn.A_log" relative to
+   * the layer prefix) converted to `to`, after checking its shape. */
+  metrale_status (*upload)(void *ctx, metrale_device *dev, const char *name, metrale_dtype to,
+                           const uint64_t *shape, uint32_t ndim, gpu_ptr dst);
+  void *ctx;
+} metrale_weight_source;
+
+/* A checkpoint's layer `layer_index` as a weight source (names are looked up under
+ * "model.layers.N." and, for Qwen3.5 multimodal checkpoints, "model.language_model.layers.N."). */
+typedef struct metrale_checkpoint_source {
+  metrale_checkpoint *ckpt;
+  uint32_t layer_index;
+} metrale_checkpoint_source;
+metrale_weight_source metrale_weight_source_checkpoint(metrale_checkpoint_source *src);
+
+/* Seeded random weights with the scales make_reference.py uses (for demo and bench). */
+typedef struct metrale_random_source {
+  uint64_t seed;
+} metrale_random_source;
+metrale_weight_source metrale_weight_source_random(metrale_random_source *src);
+
+/* Creates the layer: checks the config, looks up its kernels (a missing required one is
+ * an error naming it; optional ones decide the paths once, here) and uploads its
+ * weights.  Fails for a full-attention layer or a layer index out of range. */
+metrale_status metrale_qwen3_ssm_layer_create(metrale_device *dev, const metrale_qwen3_config *cfg,
+                                              uint32_t layer_index, metrale_weight_source weights,
+                                              metrale_qwen3_ssm_layer **out_layer);
+void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *layer);
+
+/* Bytes of device weights the layer holds. */
+uint64_t metrale_qwen3_ssm_layer_weight_bytes(const metrale_qwen3_ssm_layer *layer);
+int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *layer);
+/* Prints which kernel each step uses (and which fallbacks were taken). */
+void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *layer, FILE *out);
+
+/* Prefill: S sequences packed in x bf16 [T, H], T = cu_seqlens[S]; sequence s
+ * continues from state slot slots[s] (reset a slot first for a fresh sequence) and
+ * leaves its final state there.  y bf16 [T, H] may not alias x.  Everything is checked
+ * before any slot is touched: a failed call leaves every slot as it was. */
+metrale_status metrale_qwen3_ssm_prefill(metrale_qwen3_ssm_layer *layer, metrale_state_pool *pool,
+                                         metrale_part part, const int32_t *cu_seqlens,
+                                         const int32_t *slots, uint32_t n_seqs, gpu_ptr x,
+                                         gpu_ptr y, gpu_stream stream);
+
+/* Decode: one token for each of B slots, x and y bf16 [B, H]. */
+metrale_status metrale_qwen3_ssm_decode(metrale_qwen3_ssm_layer *layer, metrale_state_pool *pool,
+                                        metrale_part part, const int32_t *slots, uint32_t batch,
+                                        gpu_ptr x, gpu_ptr y, gpu_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

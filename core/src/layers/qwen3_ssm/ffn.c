@@ -1,0 +1,51 @@
+/* The feed-forward half of the decoder layer, in chunks of QWEN3_SSM_FFN_CHUNK tokens.
+ *
+ * Dense:  out = res + down(silu(gate(xn)) * up(xn))
+ * MoE:    logits [Tc, E+1] = xn . [router ; shared_expert_gate]^T   (f32)
+ *         idx, rw [Tc, k]  = top-k of softmax(logits[:, :E]), renormalised
+ *         ey [Tc*k, H]     = expert_idx(silu(gate) * up)            (f32)
+ *         out = res + sum_j rw_j ey_j + sigmoid(logits[:, E]) * shared_expert(xn) */
+#include "layer.h"
+
+static metrale_status dense(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
+                            uint32_t tc, gpu_stream st) {
+  const metrale_ops *o = &L->ops;
+  const qwen3_ssm_dims *d = &L->d;
+  const qwen3_ssm_scratch *s = &L->s;
+  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_gu, xn, L->w.mlp_gate_up, tc, 2 * d->I, d->H));
+  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->f_act, s->f_gu, tc, d->I));
+  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_out, s->f_act, L->w.mlp_down, tc, d->H, d->I));
+  return op_add(o, st, out, res, s->f_out, (uint64_t)tc * d->H);
+}
+
+static metrale_status moe(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
+                          uint32_t tc, gpu_stream st) {
+  const metrale_ops *o = &L->ops;
+  const qwen3_ssm_dims *d = &L->d;
+  const qwen3_ssm_scratch *s = &L->s;
+  const qwen3_ssm_weights *w = &L->w;
+  const uint32_t rows = tc * d->topk;
+  METRALE_RETURN_IF_ERROR(op_gemm_f32(o, st, s->logits, xn, w->router, tc, d->E + 1, d->H));
+  METRALE_RETURN_IF_ERROR(op_moe_topk(o, st, s->idx, s->rw, s->logits, tc, d->E, d->E + 1, d->topk,
+                                      (uint32_t)L->cfg.norm_topk_prob));
+  METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, s->f_gu, xn, s->idx, w->exp_gate_up, rows, d->topk,
+                                         d->H, 2 * d->mI));
+  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->f_act, s->f_gu, rows, d->mI));
+  METRALE_RETURN_IF_ERROR(op_moe_down(o, st, s->ey, s->f_act, s->idx, w->exp_down, rows, d->H, d->mI));
+  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->s_gu, xn, w->sh_gate_up, tc, 2 * d->sI, d->H));
+  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->s_act, s->s_gu, tc, d->sI));
+  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_out, s->s_act, w->sh_down, tc, d->H, d->sI));
+  return op_moe_combine(o, st, out, res, s->ey, s->rw, s->f_out, s->logits, tc, d->topk, d->H,
+                        d->E + 1, d->E);
+}
+
+metrale_status qwen3_ssm_ffn(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
+                             uint32_t T, gpu_stream st) {
+  const uint64_t row = (uint64_t)L->d.H * 2; /* bytes of one bf16 [H] row */
+  for (uint32_t t0 = 0; t0 < T; t0 += QWEN3_SSM_FFN_CHUNK) {
+    uint32_t tc = T - t0 < QWEN3_SSM_FFN_CHUNK ? T - t0 : QWEN3_SSM_FFN_CHUNK;
+    gpu_ptr o = out + t0 * row, r = res + t0 * row, x = xn + t0 * row;
+    METRALE_RETURN_IF_ERROR(L->moe ? moe(L, o, r, x, tc, st) : dense(L, o, r, x, tc, st));
+  }
+  return METRALE_OK;
+}

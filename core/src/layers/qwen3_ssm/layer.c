@@ -1,0 +1,162 @@
+/* Layer creation and the two entry points, prefill and decode. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer.h"
+
+/* Largest T accepted in one call: keeps every [T, width] index inside 32 bits. */
+#define MAX_ROW_ELEMS (1ull << 31)
+
+static metrale_status derive_dims(const metrale_qwen3_config *c, uint32_t layer, int moe,
+                                  qwen3_ssm_dims *d) {
+  if (c->nk == 0 || c->nv == 0 || c->dk == 0 || c->dv == 0 || c->hidden_size == 0 || c->conv_kernel == 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "config has a zero head count, head size, hidden size or conv width");
+  if (c->nv % c->nk)
+    return METRALE_ERROR(INVALID_ARGUMENT, "linear_num_value_heads (%u) is not a multiple of "
+                         "linear_num_key_heads (%u)", c->nv, c->nk);
+  memset(d, 0, sizeof *d);
+  d->H = c->hidden_size;
+  d->nk = c->nk;
+  d->nv = c->nv;
+  d->dk = c->dk;
+  d->dv = c->dv;
+  d->r = c->nv / c->nk;
+  d->C = 2 * c->nk * c->dk + c->nv * c->dv;
+  d->K = c->conv_kernel;
+  d->P = d->C + c->nv * c->dv + 2 * c->nv; /* same width for both families' layouts */
+  d->eps = c->rms_norm_eps;
+  if (moe) {
+    if (c->num_experts_per_tok == 0 || c->num_experts_per_tok > c->num_experts || c->moe_intermediate_size == 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "layer %u is MoE but num_experts_per_tok / "
+                           "moe_intermediate_size are not usable", layer);
+    if (c->shared_expert_intermediate_size == 0)
+      return METRALE_ERROR(UNIMPLEMENTED, "layer %u: MoE without a shared expert is not supported", layer);
+    d->E = c->num_experts;
+    d->topk = c->num_experts_per_tok;
+    d->mI = c->moe_intermediate_size;
+    d->sI = c->shared_expert_intermediate_size;
+  } else {
+    if (c->intermediate_size == 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "layer %u is dense but intermediate_size is 0", layer);
+    d->I = c->intermediate_size;
+  }
+  return METRALE_OK;
+}
+
+metrale_status metrale_qwen3_ssm_layer_create(metrale_device *dev, const metrale_qwen3_config *cfg,
+                                              uint32_t layer_index, metrale_weight_source weights,
+                                              metrale_qwen3_ssm_layer **out_layer) {
+  if (layer_index >= cfg->num_hidden_layers || layer_index >= METRALE_MAX_LAYERS)
+    return METRALE_ERROR(NOT_FOUND, "layer %u does not exist (the model has %u layers)", layer_index,
+                         cfg->num_hidden_layers);
+  if (!cfg->linear_layer[layer_index])
+    return METRALE_ERROR(INVALID_ARGUMENT, "layer %u is a full-attention layer; metrale runs the "
+                         "linear-attention (Gated DeltaNet) layers", layer_index);
+  metrale_qwen3_ssm_layer *L = calloc(1, sizeof *L);
+  if (!L) return METRALE_ERROR(OUT_OF_MEMORY, "layer object");
+  L->dev = dev;
+  L->cfg = *cfg;
+  L->layer_index = layer_index;
+  L->qwen35 = cfg->family == METRALE_QWEN3_5;
+  L->moe = metrale_config_layer_is_moe(cfg, layer_index);
+  metrale_status s = derive_dims(cfg, layer_index, L->moe, &L->d);
+  if (!s) s = metrale_ops_init(&L->ops, dev);
+  if (!s) s = qwen3_ssm_load_weights(L, weights);
+  if (s) {
+    metrale_qwen3_ssm_layer_destroy(L);
+    return metrale_status_annotate(s, "creating layer %u", layer_index);
+  }
+  *out_layer = L;
+  return METRALE_OK;
+}
+
+void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *L) {
+  if (!L) return;
+  gpu_backend *be = metrale_device_backend(L->dev);
+  metrale_status_free(be->vt->sync(be));
+  metrale_free(L->dev, L->scratch_block);
+  metrale_free(L->dev, L->weight_block);
+  free(L);
+}
+
+uint64_t metrale_qwen3_ssm_layer_weight_bytes(const metrale_qwen3_ssm_layer *L) { return L->weight_bytes; }
+int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *L) { return L->moe; }
+
+void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *out) {
+  const qwen3_ssm_dims *d = &L->d;
+  fprintf(out, "layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
+          L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
+          d->nv, d->dk, d->dv, d->K);
+  fprintf(out, "  projections, decode (M <= 16): %s\n", metrale_ops_gemm_path(&L->ops, 1));
+  fprintf(out, "  projections, prefill:          %s\n", metrale_ops_gemm_path(&L->ops, 1u << 20));
+  fprintf(out, "  input split:                   gdn.%s\n", L->qwen35 ? "split_qkvzba35" : "split_qkvzba");
+  fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / conv.conv1d_prefill\n");
+  fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / gdn.delta_rule_prefill (sequential)\n");
+  fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(&L->ops));
+  if (L->moe)
+    fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.moe_topk, moe.moe_gate_up, "
+            "moe.moe_down, moe.moe_combine\n", d->E, d->topk, d->mI, d->sI);
+  else
+    fprintf(out, "  dense MLP width %u: gemm + elementwise.silu_mul\n", d->I);
+}
+
+/* Widest row any scratch buffer has, to bound T. */
+static uint64_t widest(const qwen3_ssm_dims *d) {
+  uint64_t w = d->P;
+  if (d->H > w) w = d->H;
+  if (2ull * d->I > w) w = 2ull * d->I;
+  return w;
+}
+
+static metrale_status run(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, metrale_part part,
+                          const int32_t *cu, const int32_t *slots, uint32_t S, uint32_t T, int decode,
+                          gpu_ptr x, gpu_ptr y, gpu_stream st) {
+  metrale_state_dims want = metrale_state_dims_of(&L->cfg), have = metrale_state_pool_dims(pool);
+  if (memcmp(&want, &have, sizeof want) != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "state pool was made for another layer shape");
+  if (part != METRALE_PART_MIXER && part != METRALE_PART_LAYER)
+    return METRALE_ERROR(INVALID_ARGUMENT, "unknown part %d", (int)part);
+  if (!x || !y || x == y) return METRALE_ERROR(INVALID_ARGUMENT, "input and output must be distinct buffers");
+  METRALE_RETURN_IF_ERROR(metrale_state_pool_check_slots(pool, slots, S));
+  if (T == 0) return METRALE_OK;
+  if ((uint64_t)T * widest(&L->d) >= MAX_ROW_ELEMS)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%u tokens in one call is too many for this layer; split the call", T);
+  METRALE_RETURN_IF_ERROR(qwen3_ssm_scratch_reserve(L, T, S));
+
+  /* From here on the call may touch state; everything above was checked first. */
+  gpu_backend *be = metrale_device_backend(L->dev);
+  const qwen3_ssm_scratch *s = &L->s;
+  METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, s->slots, slots, (uint64_t)S * 4, st));
+  if (!decode) METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, s->cu, cu, (S + 1ull) * 4, st));
+  /* the host lists may die when we return */
+  METRALE_RETURN_IF_ERROR(be->vt->stream_sync(be, st));
+
+  if (part == METRALE_PART_MIXER) return qwen3_ssm_mixer(L, pool, x, y, T, S, decode, st);
+  const qwen3_ssm_dims *d = &L->d;
+  METRALE_RETURN_IF_ERROR(op_rmsnorm(&L->ops, st, s->xn, x, L->w.in_norm, T, d->H, d->eps));
+  METRALE_RETURN_IF_ERROR(qwen3_ssm_mixer(L, pool, s->xn, s->mix_out, T, S, decode, st));
+  METRALE_RETURN_IF_ERROR(op_add_rmsnorm(&L->ops, st, s->h, s->hn, x, s->mix_out, L->w.post_norm, T,
+                                         d->H, d->eps));
+  return qwen3_ssm_ffn(L, y, s->h, s->hn, T, st);
+}
+
+metrale_status metrale_qwen3_ssm_prefill(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool,
+                                         metrale_part part, const int32_t *cu_seqlens,
+                                         const int32_t *slots, uint32_t n_seqs, gpu_ptr x,
+                                         gpu_ptr y, gpu_stream stream) {
+  if (n_seqs == 0) return METRALE_OK;
+  if (!cu_seqlens) return METRALE_ERROR(INVALID_ARGUMENT, "prefill needs cu_seqlens");
+  if (cu_seqlens[0] != 0) return METRALE_ERROR(INVALID_ARGUMENT, "cu_seqlens[0] must be 0, got %d", cu_seqlens[0]);
+  for (uint32_t i = 0; i < n_seqs; i++)
+    if (cu_seqlens[i + 1] < cu_seqlens[i])
+      return METRALE_ERROR(INVALID_ARGUMENT, "cu_seqlens decreases at %u (%d -> %d)", i, cu_seqlens[i],
+                           cu_seqlens[i + 1]);
+  return run(L, pool, part, cu_seqlens, slots, n_seqs, (uint32_t)cu_seqlens[n_seqs], 0, x, y, stream);
+}
+
+metrale_status metrale_qwen3_ssm_decode(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool,
+                                        metrale_part part, const int32_t *slots, uint32_t batch,
+                                        gpu_ptr x, gpu_ptr y, gpu_stream stream) {
+  if (batch == 0) return METRALE_OK;
+  return run(L, pool, part, NULL, slots, batch, batch, 1, x, y, stream);
+}

@@ -1,0 +1,99 @@
+/* Private parts of the Qwen3 SSM layer, shared by its source files. */
+#ifndef METRALE_QWEN3_SSM_LAYER_H
+#define METRALE_QWEN3_SSM_LAYER_H
+
+#include "metrale/qwen3_ssm.h"
+#include "ops/ops.h"
+
+/* FFN work is token-independent, so it runs in chunks of this many tokens to bound the
+ * routed-expert buffers ([chunk*k, H] f32). */
+#define QWEN3_SSM_FFN_CHUNK 2048u
+
+typedef struct qwen3_ssm_dims {
+  uint32_t H;            /* hidden */
+  uint32_t nk, nv, dk, dv, r; /* r = nv / nk */
+  uint32_t C, K;         /* conv channels, conv width */
+  uint32_t P;            /* projection width: what one stacked in_proj GEMM produces */
+  uint32_t I;            /* dense intermediate */
+  uint32_t E, topk, mI, sI; /* experts, top-k, expert and shared-expert widths */
+  float eps;
+} qwen3_ssm_dims;
+
+typedef struct qwen3_ssm_weights {
+  gpu_ptr in_norm;   /* bf16 [H]            input_layernorm, applied as (1 + w) */
+  gpu_ptr post_norm; /* bf16 [H]            post_attention_layernorm, (1 + w) */
+  gpu_ptr in_proj;   /* bf16 [P, H]         Next: qkvz ; ba   3.5: qkv ; z ; b ; a */
+  gpu_ptr conv;      /* bf16 [C, K] */
+  gpu_ptr a_log;     /* f32  [nv] */
+  gpu_ptr dt_bias;   /* bf16 [nv] */
+  gpu_ptr gnorm;     /* bf16 [dv]           gated RMSNorm weight, used as is */
+  gpu_ptr out_proj;  /* bf16 [H, nv*dv] */
+  /* dense MLP */
+  gpu_ptr mlp_gate_up; /* bf16 [2I, H]  gate rows then up rows */
+  gpu_ptr mlp_down;    /* bf16 [H, I] */
+  /* MoE */
+  gpu_ptr router;      /* bf16 [E+1, H]  router rows then shared_expert_gate */
+  gpu_ptr exp_gate_up; /* bf16 [E, 2mI, H] */
+  gpu_ptr exp_down;    /* bf16 [E, H, mI] */
+  gpu_ptr sh_gate_up;  /* bf16 [2sI, H] */
+  gpu_ptr sh_down;     /* bf16 [H, sI] */
+} qwen3_ssm_weights;
+
+/* Scratch buffers of one forward call, carved from one allocation. */
+typedef struct qwen3_ssm_scratch {
+  gpu_ptr xn;      /* bf16 [T, H]  normed layer input (part=layer) */
+  gpu_ptr proj;    /* bf16 [T, P] */
+  gpu_ptr mixed;   /* bf16 [T, C]  conv input q|k|v */
+  gpu_ptr z;       /* bf16 [T, nv*dv] */
+  gpu_ptr b, a;    /* bf16 [T, nv] */
+  gpu_ptr qkv;     /* bf16 [T, C]  conv output, l2-normalised in place */
+  gpu_ptr g, beta; /* f32  [T, nv] */
+  gpu_ptr o;       /* bf16 [T, nv*dv] delta-rule output */
+  gpu_ptr on;      /* bf16 [T, nv*dv] gated-norm output */
+  gpu_ptr mix_out; /* bf16 [T, H]  mixer output */
+  gpu_ptr h;       /* bf16 [T, H]  residual after the mixer */
+  gpu_ptr hn;      /* bf16 [T, H]  post-attention-normed */
+  gpu_ptr cu;      /* i32 [S+1] */
+  gpu_ptr slots;   /* i32 [S] */
+  /* FFN, per chunk of Tc tokens */
+  gpu_ptr f_gu;    /* bf16 [Tc*k, 2mI] or dense [Tc, 2I] */
+  gpu_ptr f_act;   /* bf16 [Tc*k, mI] or dense [Tc, I] */
+  gpu_ptr f_out;   /* bf16 [Tc, H]  dense down / shared expert out */
+  gpu_ptr logits;  /* f32  [Tc, E+1] */
+  gpu_ptr idx;     /* i32  [Tc, k] */
+  gpu_ptr rw;      /* f32  [Tc, k] */
+  gpu_ptr ey;      /* f32  [Tc*k, H] */
+  gpu_ptr s_gu;    /* bf16 [Tc, 2sI] */
+  gpu_ptr s_act;   /* bf16 [Tc, sI] */
+} qwen3_ssm_scratch;
+
+struct metrale_qwen3_ssm_layer {
+  metrale_device *dev;
+  metrale_ops ops;
+  metrale_qwen3_config cfg;
+  uint32_t layer_index;
+  int qwen35;
+  int moe;
+  qwen3_ssm_dims d;
+  qwen3_ssm_weights w;
+  gpu_ptr weight_block; /* one allocation holding every weight */
+  uint64_t weight_bytes;
+  /* scratch sized for scratch_tokens tokens and scratch_seqs sequences */
+  gpu_ptr scratch_block;
+  uint32_t scratch_tokens, scratch_seqs;
+  qwen3_ssm_scratch s;
+};
+
+/* weights.c */
+metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight_source src);
+/* scratch.c: makes room for T tokens and S sequences (keeps the old buffers on failure). */
+metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
+/* mixer.c: out bf16 [T,H] = mixer(x bf16 [T,H]); decode: one token per slot, else the
+ * sequences of s.cu (both lists already on the device in s.cu / s.slots). */
+metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
+                               gpu_ptr out, uint32_t T, uint32_t S, int decode, gpu_stream st);
+/* ffn.c: out[T,H] = res + FFN(xn) for T tokens. */
+metrale_status qwen3_ssm_ffn(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
+                             uint32_t T, gpu_stream st);
+
+#endif

@@ -1,0 +1,41 @@
+/* The Gated DeltaNet mixer (DESIGN.md section 4), T tokens:
+ *
+ *   proj  [T, P]      = x [T, H] . in_proj^T
+ *   mixed [T, C], z [T, nv*dv], b, a [T, nv]   = split(proj)
+ *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
+ *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv
+ *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)
+ *   o     [T, nv, dv] = gated delta rule over each sequence         state updated
+ *   on    [T, nv*dv]  = rmsnorm(o) * w * silu(z)
+ *   out   [T, H]      = on . out_proj^T */
+#include "layer.h"
+
+metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
+                               gpu_ptr out, uint32_t T, uint32_t S, int decode, gpu_stream st) {
+  const metrale_ops *o = &L->ops;
+  const qwen3_ssm_dims *d = &L->d;
+  const qwen3_ssm_scratch *s = &L->s;
+  const qwen3_ssm_weights *w = &L->w;
+  const gpu_ptr conv_state = metrale_state_pool_conv(pool);
+  const gpu_ptr rec_state = metrale_state_pool_recurrent(pool);
+
+  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
+  METRALE_RETURN_IF_ERROR(op_split(o, st, L->qwen35, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk,
+                                   d->nv, d->dk, d->dv));
+  if (decode)
+    METRALE_RETURN_IF_ERROR(op_conv1d_update(o, st, s->qkv, s->mixed, w->conv, conv_state, s->slots,
+                                             T, d->C, d->K));
+  else
+    METRALE_RETURN_IF_ERROR(op_conv1d_prefill(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
+                                              s->slots, S, d->C, d->K));
+  METRALE_RETURN_IF_ERROR(op_l2norm_qk(o, st, s->qkv, T, d->nk, d->dk, d->C));
+  METRALE_RETURN_IF_ERROR(op_gates(o, st, s->g, s->beta, s->a, s->b, w->a_log, w->dt_bias, T * d->nv, d->nv));
+  if (decode)
+    METRALE_RETURN_IF_ERROR(op_delta_rule_decode(o, st, s->o, s->qkv, s->g, s->beta, rec_state,
+                                                 s->slots, T, d->nk, d->nv, d->dk, d->dv));
+  else
+    METRALE_RETURN_IF_ERROR(op_delta_rule_prefill(o, st, s->o, s->qkv, s->g, s->beta, rec_state, s->cu,
+                                                  s->slots, S, d->nk, d->nv, d->dk, d->dv));
+  METRALE_RETURN_IF_ERROR(op_gated_rmsnorm(o, st, s->on, s->o, s->z, w->gnorm, T * d->nv, d->dv, d->eps));
+  return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, d->nv * d->dv);
+}

@@ -1,0 +1,81 @@
+/* Scratch memory of a forward call: one allocation carved into the buffers of
+ * qwen3_ssm_scratch, grown when a call needs more tokens or sequences. */
+#include "layer.h"
+
+#define ALIGN 256u
+
+static uint64_t take(uint64_t *used, uint64_t bytes) {
+  uint64_t at = *used;
+  *used += (bytes + ALIGN - 1) / ALIGN * ALIGN;
+  return at;
+}
+
+/* Lays the buffers out for T tokens and S sequences; returns the total size. */
+static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
+                       qwen3_ssm_scratch *o) {
+  const qwen3_ssm_dims *d = &L->d;
+  const uint64_t t = T, bf = 2, H = d->H, nvdv = (uint64_t)d->nv * d->dv;
+  const uint64_t tc = T < QWEN3_SSM_FFN_CHUNK ? T : QWEN3_SSM_FFN_CHUNK;
+  uint64_t u = 0;
+  o->xn = take(&u, t * H * bf);
+  o->proj = take(&u, t * d->P * bf);
+  o->mixed = take(&u, t * d->C * bf);
+  o->z = take(&u, t * nvdv * bf);
+  o->b = take(&u, t * d->nv * bf);
+  o->a = take(&u, t * d->nv * bf);
+  o->qkv = take(&u, t * d->C * bf);
+  o->g = take(&u, t * d->nv * 4);
+  o->beta = take(&u, t * d->nv * 4);
+  o->o = take(&u, t * nvdv * bf);
+  o->on = take(&u, t * nvdv * bf);
+  o->mix_out = take(&u, t * H * bf);
+  o->h = take(&u, t * H * bf);
+  o->hn = take(&u, t * H * bf);
+  o->cu = take(&u, (S + 1ull) * 4);
+  o->slots = take(&u, (S + 1ull) * 4);
+  if (L->moe) {
+    const uint64_t rows = tc * d->topk;
+    o->f_gu = take(&u, rows * 2 * d->mI * bf);
+    o->f_act = take(&u, rows * d->mI * bf);
+    o->f_out = take(&u, tc * H * bf);
+    o->logits = take(&u, tc * (d->E + 1ull) * 4);
+    o->idx = take(&u, rows * 4);
+    o->rw = take(&u, rows * 4);
+    o->ey = take(&u, rows * H * 4);
+    o->s_gu = take(&u, tc * 2 * d->sI * bf);
+    o->s_act = take(&u, tc * d->sI * bf);
+  } else {
+    o->f_gu = take(&u, tc * 2 * d->I * bf);
+    o->f_act = take(&u, tc * d->I * bf);
+    o->f_out = take(&u, tc * H * bf);
+  }
+  return u;
+}
+
+metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S) {
+  if (L->scratch_block && T <= L->scratch_tokens && S <= L->scratch_seqs) return METRALE_OK;
+  uint32_t nt = T > L->scratch_tokens ? T : L->scratch_tokens;
+  uint32_t ns = S > L->scratch_seqs ? S : L->scratch_seqs;
+  if (nt == 0) nt = 1;
+  if (ns == 0) ns = 1;
+  qwen3_ssm_scratch offs;
+  uint64_t bytes = layout(L, nt, ns, &offs);
+  gpu_ptr block = 0;
+  metrale_status s = metrale_alloc(L->dev, bytes, &block);
+  if (s) return metrale_status_annotate(s, "scratch for %u tokens (%.1f MB)", nt, (double)bytes / 1e6);
+  /* the old block may still be in use by queued work */
+  gpu_backend *be = metrale_device_backend(L->dev);
+  s = be->vt->sync(be);
+  if (s) {
+    metrale_free(L->dev, block);
+    return s;
+  }
+  metrale_free(L->dev, L->scratch_block);
+  L->scratch_block = block;
+  L->scratch_tokens = nt;
+  L->scratch_seqs = ns;
+  gpu_ptr *dst = (gpu_ptr *)&L->s;
+  const gpu_ptr *src = (const gpu_ptr *)&offs;
+  for (size_t i = 0; i < sizeof offs / sizeof(gpu_ptr); i++) dst[i] = block + src[i];
+  return METRALE_OK;
+}

@@ -1,0 +1,128 @@
+/* The layer's weights: one device allocation, filled tensor by tensor from a source.
+ * Projections that run back to back are stacked so that one GEMM does them:
+ *   in_proj  = [in_proj_qkvz ; in_proj_ba]            (Qwen3-Next)
+ *            = [in_proj_qkv ; in_proj_z ; in_proj_b ; in_proj_a]  (Qwen3.5)
+ *   router   = [mlp.gate ; mlp.shared_expert_gate]
+ *   gate_up  = [gate_proj ; up_proj]                  (dense MLP, each expert, shared expert) */
+#include <stdio.h>
+
+#include "layer.h"
+
+#define ALIGN 256u
+
+typedef struct carve {
+  uint64_t used;
+} carve;
+
+static uint64_t take(carve *c, uint64_t bytes) {
+  uint64_t at = c->used;
+  c->used += (bytes + ALIGN - 1) / ALIGN * ALIGN;
+  return at;
+}
+
+typedef struct upload_ctx {
+  metrale_qwen3_ssm_layer *L;
+  metrale_weight_source src;
+} upload_ctx;
+
+static metrale_status up(upload_ctx *u, const char *name, metrale_dtype to, gpu_ptr dst,
+                         uint32_t ndim, uint64_t d0, uint64_t d1, uint64_t d2) {
+  uint64_t shape[3] = {d0, d1, d2};
+  return u->src.upload(u->src.ctx, u->L->dev, name, to, shape, ndim, dst);
+}
+
+metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight_source src) {
+  const qwen3_ssm_dims *d = &L->d;
+  const uint64_t H = d->H, bf = 2;
+  carve c = {0};
+  uint64_t o_in_norm = take(&c, H * bf), o_post_norm = take(&c, H * bf);
+  uint64_t o_in_proj = take(&c, (uint64_t)d->P * H * bf);
+  uint64_t o_conv = take(&c, (uint64_t)d->C * d->K * bf);
+  uint64_t o_alog = take(&c, d->nv * 4ull), o_dt = take(&c, d->nv * bf);
+  uint64_t o_gnorm = take(&c, d->dv * bf);
+  uint64_t o_out = take(&c, H * d->nv * d->dv * bf);
+  uint64_t o_mlp_gu = 0, o_mlp_down = 0, o_router = 0, o_egu = 0, o_edown = 0, o_sgu = 0, o_sdown = 0;
+  if (L->moe) {
+    o_router = take(&c, (uint64_t)(d->E + 1) * H * bf);
+    o_egu = take(&c, (uint64_t)d->E * 2 * d->mI * H * bf);
+    o_edown = take(&c, (uint64_t)d->E * H * d->mI * bf);
+    o_sgu = take(&c, 2ull * d->sI * H * bf);
+    o_sdown = take(&c, H * d->sI * bf);
+  } else {
+    o_mlp_gu = take(&c, 2ull * d->I * H * bf);
+    o_mlp_down = take(&c, H * d->I * bf);
+  }
+  metrale_status s = metrale_alloc(L->dev, c.used, &L->weight_block);
+  if (s) return metrale_status_annotate(s, "layer weights (%.1f MB)", (double)c.used / 1e6);
+  L->weight_bytes = c.used;
+  gpu_ptr base = L->weight_block;
+  qwen3_ssm_weights *w = &L->w;
+  w->in_norm = base + o_in_norm;
+  w->post_norm = base + o_post_norm;
+  w->in_proj = base + o_in_proj;
+  w->conv = base + o_conv;
+  w->a_log = base + o_alog;
+  w->dt_bias = base + o_dt;
+  w->gnorm = base + o_gnorm;
+  w->out_proj = base + o_out;
+
+  upload_ctx u = {L, src};
+  const metrale_dtype B = METRALE_DTYPE_BF16;
+  const uint64_t nvdv = (uint64_t)d->nv * d->dv;
+  METRALE_RETURN_IF_ERROR(up(&u, "input_layernorm.weight", B, w->in_norm, 1, H, 0, 0));
+  METRALE_RETURN_IF_ERROR(up(&u, "post_attention_layernorm.weight", B, w->post_norm, 1, H, 0, 0));
+  if (L->qwen35) {
+    gpu_ptr p = w->in_proj;
+    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_qkv.weight", B, p, 2, d->C, H, 0));
+    p += (uint64_t)d->C * H * bf;
+    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_z.weight", B, p, 2, nvdv, H, 0));
+    p += nvdv * H * bf;
+    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_b.weight", B, p, 2, d->nv, H, 0));
+    p += (uint64_t)d->nv * H * bf;
+    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_a.weight", B, p, 2, d->nv, H, 0));
+  } else {
+    uint64_t nq = (uint64_t)d->nk * (2 * d->dk + 2 * d->r * d->dv);
+    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_qkvz.weight", B, w->in_proj, 2, nq, H, 0));
+    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_ba.weight", B, w->in_proj + nq * H * bf, 2,
+                               2ull * d->nv, H, 0));
+  }
+  METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.conv1d.weight", B, w->conv, 3, d->C, 1, d->K));
+  METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.A_log", METRALE_DTYPE_F32, w->a_log, 1, d->nv, 0, 0));
+  METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.dt_bias", B, w->dt_bias, 1, d->nv, 0, 0));
+  METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.norm.weight", B, w->gnorm, 1, d->dv, 0, 0));
+  METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.out_proj.weight", B, w->out_proj, 2, H, nvdv, 0));
+
+  if (!L->moe) {
+    w->mlp_gate_up = base + o_mlp_gu;
+    w->mlp_down = base + o_mlp_down;
+    METRALE_RETURN_IF_ERROR(up(&u, "mlp.gate_proj.weight", B, w->mlp_gate_up, 2, d->I, H, 0));
+    METRALE_RETURN_IF_ERROR(
+        up(&u, "mlp.up_proj.weight", B, w->mlp_gate_up + (uint64_t)d->I * H * bf, 2, d->I, H, 0));
+    METRALE_RETURN_IF_ERROR(up(&u, "mlp.down_proj.weight", B, w->mlp_down, 2, H, d->I, 0));
+    return METRALE_OK;
+  }
+  w->router = base + o_router;
+  w->exp_gate_up = base + o_egu;
+  w->exp_down = base + o_edown;
+  w->sh_gate_up = base + o_sgu;
+  w->sh_down = base + o_sdown;
+  METRALE_RETURN_IF_ERROR(up(&u, "mlp.gate.weight", B, w->router, 2, d->E, H, 0));
+  METRALE_RETURN_IF_ERROR(
+      up(&u, "mlp.shared_expert_gate.weight", B, w->router + (uint64_t)d->E * H * bf, 2, 1, H, 0));
+  const uint64_t mat = (uint64_t)d->mI * H * bf; /* one [mI, H] or [H, mI] matrix */
+  char name[128];
+  for (uint32_t e = 0; e < d->E; e++) {
+    gpu_ptr gu = w->exp_gate_up + 2 * mat * e;
+    snprintf(name, sizeof name, "mlp.experts.%u.gate_proj.weight", e);
+    METRALE_RETURN_IF_ERROR(up(&u, name, B, gu, 2, d->mI, H, 0));
+    snprintf(name, sizeof name, "mlp.experts.%u.up_proj.weight", e);
+    METRALE_RETURN_IF_ERROR(up(&u, name, B, gu + mat, 2, d->mI, H, 0));
+    snprintf(name, sizeof name, "mlp.experts.%u.down_proj.weight", e);
+    METRALE_RETURN_IF_ERROR(up(&u, name, B, w->exp_down + mat * e, 2, H, d->mI, 0));
+  }
+  METRALE_RETURN_IF_ERROR(up(&u, "mlp.shared_expert.gate_proj.weight", B, w->sh_gate_up, 2, d->sI, H, 0));
+  METRALE_RETURN_IF_ERROR(up(&u, "mlp.shared_expert.up_proj.weight", B,
+                             w->sh_gate_up + (uint64_t)d->sI * H * bf, 2, d->sI, H, 0));
+  METRALE_RETURN_IF_ERROR(up(&u, "mlp.shared_expert.down_proj.weight", B, w->sh_down, 2, H, d->sI, 0));
+  return METRALE_OK;
+}

@@ -1,0 +1,158 @@
+#include "ops.h"
+
+#define CEIL_DIV(a, b) (uint32_t)(((uint64_t)(a) + (b) - 1) / (b))
+#define GEMV_MAX_M 16u
+
+/* Launches kernel `id` with the given grid and argument list. */
+#define LAUNCH(o, st, id, gx, gy, ...)                                                    \
+  do {                                                                                    \
+    const gpu_arg args_[] = {__VA_ARGS__};                                                \
+    gpu_dim3 grid_ = {(gx), (gy), 1};                                                     \
+    return metrale_launch((o)->dev, METRALE_K_##id, (o)->k[METRALE_K_##id], grid_, (st),  \
+                          args_, (uint32_t)(sizeof args_ / sizeof args_[0]));             \
+  } while (0)
+
+#define P gpu_arg_ptr
+#define U gpu_arg_u32
+#define F gpu_arg_f32
+
+metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
+  ops->dev = dev;
+  for (int id = 0; id < METRALE_K_COUNT; id++) {
+    const metrale_kernel_info *info = metrale_kernel_info_get((metrale_kernel_id)id);
+    if (!info) return METRALE_ERROR(INTERNAL, "kernel manifest is malformed");
+    if (info->requirement == METRALE_REQUIRED)
+      METRALE_RETURN_IF_ERROR(metrale_kernel(dev, (metrale_kernel_id)id, &ops->k[id]));
+    else
+      ops->k[id] = metrale_try_kernel(dev, (metrale_kernel_id)id);
+  }
+  return METRALE_OK;
+}
+
+const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) {
+  return (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16]) ? "gemm.gemv_bf16" : "gemm.gemm_bf16";
+}
+
+const char *metrale_ops_add_rmsnorm_path(const metrale_ops *o) {
+  return o->k[METRALE_K_add_rmsnorm] ? "norm.add_rmsnorm" : "elementwise.add + norm.rmsnorm (fallback)";
+}
+
+metrale_status op_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                          uint32_t rows, uint32_t n, float eps) {
+  LAUNCH(o, st, rmsnorm, rows, 1, P(y), P(x), P(w), U(rows), U(n), F(eps));
+}
+
+metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gpu_ptr y, gpu_ptr a,
+                              gpu_ptr b, gpu_ptr w, uint32_t rows, uint32_t n, float eps) {
+  if (!o->k[METRALE_K_add_rmsnorm]) {
+    METRALE_RETURN_IF_ERROR(op_add(o, st, h, a, b, (uint64_t)rows * n));
+    return op_rmsnorm(o, st, y, h, w, rows, n, eps);
+  }
+  LAUNCH(o, st, add_rmsnorm, rows, 1, P(h), P(y), P(a), P(b), P(w), U(rows), U(n), F(eps));
+}
+
+metrale_status op_gated_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x,
+                                gpu_ptr z, gpu_ptr w, uint32_t rows, uint32_t n, float eps) {
+  LAUNCH(o, st, gated_rmsnorm, rows, 1, P(y), P(x), P(z), P(w), U(rows), U(n), F(eps));
+}
+
+metrale_status op_add(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr a, gpu_ptr b,
+                      uint64_t n) {
+  if (n > UINT32_MAX) return METRALE_ERROR(INVALID_ARGUMENT, "add of %llu elements", (unsigned long long)n);
+  LAUNCH(o, st, add, CEIL_DIV(n, 256), 1, P(y), P(a), P(b), U((uint32_t)n));
+}
+
+metrale_status op_silu_mul(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr gu, uint32_t rows,
+                           uint32_t n) {
+  LAUNCH(o, st, silu_mul, rows, 1, P(y), P(gu), U(rows), U(n));
+}
+
+static metrale_status check_gemm_grid(uint32_t m) {
+  if (CEIL_DIV(m, 64) > 65535)
+    return METRALE_ERROR(INVALID_ARGUMENT, "gemm with %u rows exceeds the grid limit", m);
+  return METRALE_OK;
+}
+
+metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                       uint32_t m, uint32_t n, uint32_t k) {
+  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16])
+    LAUNCH(o, st, gemv_bf16, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
+  METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
+  LAUNCH(o, st, gemm_bf16, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
+}
+
+metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                           uint32_t m, uint32_t n, uint32_t k) {
+  METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
+  LAUNCH(o, st, gemm_bf16_f32, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
+}
+
+metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,
+                        gpu_ptr b, gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv,
+                        uint32_t dk, uint32_t dv) {
+  if (qwen35)
+    LAUNCH(o, st, split_qkvzba35, t, 1, P(mixed), P(z), P(b), P(a), P(p), U(t), U(nk), U(nv), U(dk), U(dv));
+  LAUNCH(o, st, split_qkvzba, t, 1, P(mixed), P(z), P(b), P(a), P(p), U(t), U(nk), U(nv), U(dk), U(dv));
+}
+
+metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                 gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t s,
+                                 uint32_t c, uint32_t kw) {
+  if (s > 65535) return METRALE_ERROR(INVALID_ARGUMENT, "prefill of %u sequences at once (max 65535)", s);
+  LAUNCH(o, st, conv1d_prefill, CEIL_DIV(c, 256), s, P(y), P(x), P(w), P(state), P(cu_seqlens),
+         P(slots), U(s), U(c), U(kw));
+}
+
+metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw) {
+  if (bsz > 65535) return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u (max 65535)", bsz);
+  LAUNCH(o, st, conv1d_update, CEIL_DIV(c, 256), bsz, P(y), P(x), P(w), P(state), P(slots), U(bsz),
+         U(c), U(kw));
+}
+
+metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,
+                            uint32_t dk, uint32_t ld) {
+  LAUNCH(o, st, l2norm_qk, t * 2 * nk, 1, P(x), U(t), U(nk), U(dk), U(ld));
+}
+
+metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr a,
+                        gpu_ptr b, gpu_ptr a_log, gpu_ptr dt_bias, uint32_t n, uint32_t nv) {
+  LAUNCH(o, st, gates, CEIL_DIV(n, 256), 1, P(g), P(beta), P(a), P(b), P(a_log), P(dt_bias), U(n), U(nv));
+}
+
+metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
+                                    gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr slots,
+                                    uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
+  LAUNCH(o, st, delta_rule_decode, bsz * nv, 1, P(out), P(qkv), P(g), P(beta), P(state), P(slots),
+         U(bsz), U(nk), U(nv), U(dk), U(dv));
+}
+
+metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
+                                     gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
+                                     gpu_ptr slots, uint32_t s, uint32_t nk, uint32_t nv,
+                                     uint32_t dk, uint32_t dv) {
+  LAUNCH(o, st, delta_rule_prefill, s * nv, 1, P(out), P(qkv), P(g), P(beta), P(state),
+         P(cu_seqlens), P(slots), U(s), U(nk), U(nv), U(dk), U(dv));
+}
+
+metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
+                           uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm) {
+  LAUNCH(o, st, moe_topk, t, 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));
+}
+
+metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, gpu_ptr x, gpu_ptr idx,
+                              gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n) {
+  LAUNCH(o, st, moe_gate_up, r, CEIL_DIV(n, 64), P(gu), P(x), P(idx), P(w), U(r), U(k), U(h), U(n));
+}
+
+metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr act, gpu_ptr idx,
+                           gpu_ptr w, uint32_t r, uint32_t h, uint32_t n) {
+  LAUNCH(o, st, moe_down, r, CEIL_DIV(h, 64), P(y), P(act), P(idx), P(w), U(r), U(h), U(n));
+}
+
+metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
+                              gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
+                              uint32_t h, uint32_t ld, uint32_t col) {
+  LAUNCH(o, st, moe_combine, t, 1, P(out), P(res), P(y), P(w), P(shared), P(gate), U(t), U(k), U(h),
+         U(ld), U(col));
+}

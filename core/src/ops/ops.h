@@ -1,0 +1,70 @@
+/* Launch wrappers: one typed function per manifest kernel, with the grid geometry its
+ * contract (kernels.def) fixes.  The layer calls these, never metrale_launch directly.
+ *
+ * metrale_ops holds the kernel handles a caller resolved once: required kernels through
+ * metrale_kernel, optional ones through metrale_try_kernel (0 = absent).  Where an
+ * optional kernel has a fallback, the wrapper takes it, so callers see one op. */
+#ifndef METRALE_OPS_H
+#define METRALE_OPS_H
+
+#include "metrale/device.h"
+
+typedef struct metrale_ops {
+  metrale_device *dev;
+  gpu_kernel k[METRALE_K_COUNT];
+} metrale_ops;
+
+/* Resolves every manifest kernel: REQUIRED ones must exist (error naming the first
+ * missing one), OPTIONAL ones may be 0. */
+metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev);
+
+/* The kernel a wrapper will use for an op, for the layer's description. */
+const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m);
+const char *metrale_ops_add_rmsnorm_path(const metrale_ops *ops);
+
+metrale_status op_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                          uint32_t rows, uint32_t n, float eps);
+/* h = a + b, y = rmsnorm(h)(1 + w); fused kernel or add + rmsnorm. */
+metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gpu_ptr y, gpu_ptr a,
+                              gpu_ptr b, gpu_ptr w, uint32_t rows, uint32_t n, float eps);
+metrale_status op_gated_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x,
+                                gpu_ptr z, gpu_ptr w, uint32_t rows, uint32_t n, float eps);
+metrale_status op_add(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr a, gpu_ptr b,
+                      uint64_t n);
+metrale_status op_silu_mul(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr gu, uint32_t rows,
+                           uint32_t n);
+/* y bf16 [M,N] = x [M,K] . w [N,K]^T; gemv for small M when the backend has it. */
+metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                       uint32_t m, uint32_t n, uint32_t k);
+metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                           uint32_t m, uint32_t n, uint32_t k);
+metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,
+                        gpu_ptr b, gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv,
+                        uint32_t dk, uint32_t dv);
+metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                 gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t s,
+                                 uint32_t c, uint32_t kw);
+metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw);
+metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,
+                            uint32_t dk, uint32_t ld);
+metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr a,
+                        gpu_ptr b, gpu_ptr a_log, gpu_ptr dt_bias, uint32_t n, uint32_t nv);
+metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
+                                    gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr slots,
+                                    uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);
+metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
+                                     gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
+                                     gpu_ptr slots, uint32_t s, uint32_t nk, uint32_t nv,
+                                     uint32_t dk, uint32_t dv);
+metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
+                           uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm);
+metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, gpu_ptr x, gpu_ptr idx,
+                              gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n);
+metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr act, gpu_ptr idx,
+                           gpu_ptr w, uint32_t r, uint32_t h, uint32_t n);
+metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
+                              gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
+                              uint32_t h, uint32_t ld, uint32_t col);
+
+#endif
