@@ -1,0 +1,166 @@
+/* The Vulkan backend's device side: availability with reasons, device choice, caps,
+ * the kernel table, launch checks, grids beyond maxComputeWorkGroupCount. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrale/bf16.h"
+#include "vk_test_util.h"
+
+Test(vulkan_device, unavailable_without_a_loader) {
+  setenv("METRALE_VULKAN_LOADER", "/nonexistent/libvulkan.so.1", 1);
+  metrale_status s = vkt_open_fails();
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_UNAVAILABLE, "%s", metrale_status_message(s));
+  cr_expect(strstr(metrale_status_message(s), "no Vulkan loader") != NULL, "reason: %s",
+            metrale_status_message(s));
+  metrale_status_free(s);
+}
+
+Test(vulkan_device, unavailable_without_a_driver) {
+  /* the loader then finds no ICD at all */
+  setenv("VK_ICD_FILENAMES", "/nonexistent/icd.json", 1);
+  setenv("VK_DRIVER_FILES", "/nonexistent/icd.json", 1);
+  metrale_status s = vkt_open_fails();
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_UNAVAILABLE, "%s", metrale_status_message(s));
+  cr_expect(strstr(metrale_status_message(s), "Vulkan") != NULL, "reason: %s",
+            metrale_status_message(s));
+  metrale_status_free(s);
+}
+
+Test(vulkan_device, forced_device_index) {
+  metrale_device_destroy(vkt_open()); /* skips when there is no Vulkan at all */
+  setenv("METRALE_VULKAN_DEVICE", "0", 1);
+  metrale_device_destroy(vkt_open());
+  setenv("METRALE_VULKAN_DEVICE", "99", 1);
+  metrale_status s = vkt_open_fails();
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_UNAVAILABLE);
+  cr_expect(strstr(metrale_status_message(s), "METRALE_VULKAN_DEVICE=99") != NULL, "%s",
+            metrale_status_message(s));
+  metrale_status_free(s);
+  setenv("METRALE_VULKAN_DEVICE", "zero", 1);
+  metrale_status_free(vkt_open_fails());
+  unsetenv("METRALE_VULKAN_DEVICE");
+  metrale_device_options opts = {.backend = "vulkan", .device_index = 64};
+  metrale_device *dev = NULL;
+  s = metrale_device_open(&opts, &dev);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_UNAVAILABLE, "device_index 64: %s",
+               metrale_status_message(s));
+  cr_expect(dev == NULL);
+  metrale_status_free(s);
+}
+
+Test(vulkan_device, caps) {
+  metrale_device *dev = vkt_open();
+  gpu_backend *be = metrale_device_backend(dev);
+  cr_expect_str_eq(be->name, "vulkan");
+  cr_expect_str_eq(be->caps.arch, "vulkan");
+  cr_expect(be->caps.device_name[0] != '\0');
+  cr_expect(be->caps.sm_count >= 1);
+  cr_expect(be->caps.subgroup_size >= 1 && be->caps.subgroup_size <= 128, "subgroup %u",
+            be->caps.subgroup_size);
+  cr_expect(be->caps.memory_bytes > 0);
+  cr_expect(be->caps.flags & GPU_CAP_UNIFIED_ADDR);
+  cr_expect(!(be->caps.flags & GPU_CAP_HOST_MEMORY));
+  metrale_device_destroy(dev);
+}
+
+Test(vulkan_device, every_manifest_kernel_is_embedded_and_described) {
+  metrale_backend_report r;
+  metrale_backend_probe("vulkan", &r);
+  if (!r.available) cr_skip_test("vulkan unavailable: %s", r.reason);
+  cr_expect_eq(r.score, 200);
+  metrale_device *dev = vkt_open();
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_kernel seen[METRALE_K_COUNT] = {0};
+  for (int k = 0; k < METRALE_K_COUNT; k++) {
+    const metrale_kernel_info *info = metrale_kernel_info_get((metrale_kernel_id)k);
+    char word[64];
+    snprintf(word, sizeof word, " %s", info->name);
+    cr_expect(strstr(r.targets, word) != NULL, "describe() lacks %s: %s", info->name, r.targets);
+    VKT_OK(be->vt->kernel(be, info->module, info->name, &seen[k]));
+    cr_expect(seen[k] != 0);
+    for (int j = 0; j < k; j++) cr_expect(seen[j] != seen[k], "%s shares a handle", info->name);
+    gpu_kernel again = 0; /* the pipeline is made once and kept */
+    VKT_OK(be->vt->kernel(be, info->module, info->name, &again));
+    cr_expect_eq(again, seen[k]);
+  }
+  gpu_kernel none = 77;
+  metrale_status s = be->vt->kernel(be, "norm", "no_such_kernel", &none);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_NOT_FOUND);
+  cr_expect(strstr(metrale_status_message(s), "norm.no_such_kernel") != NULL, "%s",
+            metrale_status_message(s));
+  cr_expect_eq(none, 77, "out_kernel written on failure");
+  metrale_status_free(s);
+  VKT_FAILS(be->vt->kernel(be, "gemm", "rmsnorm", &none), NOT_FOUND); /* wrong module */
+  metrale_device_destroy(dev);
+}
+
+Test(vulkan_device, launch_checks) {
+  metrale_device *dev = vkt_open();
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_kernel add = 0, delta = 0;
+  VKT_OK(be->vt->kernel(be, "elementwise", "add", &add));
+  VKT_OK(be->vt->kernel(be, "gdn", "delta_rule_decode", &delta));
+  gpu_ptr buf = 0;
+  VKT_OK(be->vt->alloc(be, 1024, &buf));
+  gpu_arg args[4] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(8)};
+  gpu_dim3 one = {1, 1, 1}, block = {256, 1, 1};
+  VKT_OK(be->vt->launch(be, add, one, block, 0, NULL, args, 4));
+  VKT_FAILS(be->vt->launch(be, add, one, (gpu_dim3){128, 1, 1}, 0, NULL, args, 4), INVALID_ARGUMENT);
+  VKT_FAILS(be->vt->launch(be, add, one, block, 64, NULL, args, 4), INVALID_ARGUMENT);
+  VKT_FAILS(be->vt->launch(be, add, one, block, 0, NULL, args, 3), INVALID_ARGUMENT);
+  VKT_FAILS(be->vt->launch(be, 0, one, block, 0, NULL, args, 4), INVALID_ARGUMENT);
+  VKT_FAILS(be->vt->launch(be, 12345, one, block, 0, NULL, args, 4), INVALID_ARGUMENT);
+  args[3] = gpu_arg_f32(8.0f);
+  VKT_FAILS(be->vt->launch(be, add, one, block, 0, NULL, args, 4), INVALID_ARGUMENT);
+
+  /* the delta rule keeps a state column per invocation: dk beyond it is refused */
+  gpu_arg d[11] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf),
+                   gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(1), gpu_arg_u32(1),
+                   gpu_arg_u32(1), gpu_arg_u32(100000), gpu_arg_u32(1)};
+  metrale_status s = be->vt->launch(be, delta, one, (gpu_dim3){128, 1, 1}, 0, NULL, d, 11);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_INVALID_ARGUMENT);
+  cr_expect(strstr(metrale_status_message(s), "dk <=") != NULL, "%s", metrale_status_message(s));
+  metrale_status_free(s);
+  VKT_OK(be->vt->sync(be));
+  be->vt->free(be, buf);
+  metrale_device_destroy(dev);
+}
+
+/* grid.x beyond maxComputeWorkGroupCount[0] (65535 on lavapipe) is split into several
+ * dispatches with a base workgroup; every element must still be written once. */
+Test(vulkan_device, grid_beyond_the_dispatch_limit, .timeout = 600) {
+  metrale_device *dev = vkt_open();
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_kernel add = 0;
+  VKT_OK(be->vt->kernel(be, "elementwise", "add", &add));
+  const uint32_t n = 65537u * 256u + 77u;
+  metrale_bf16 *a = malloc((size_t)n * 2), *b = malloc((size_t)n * 2), *y = malloc((size_t)n * 2);
+  cr_assert(a && b && y);
+  for (uint32_t i = 0; i < n; i++) {
+    a[i] = metrale_f32_to_bf16((float)(i % 251));
+    b[i] = metrale_f32_to_bf16((float)(i / 65536u));
+  }
+  gpu_ptr da = 0, db = 0, dy = 0;
+  VKT_OK(be->vt->alloc(be, (uint64_t)n * 2, &da));
+  VKT_OK(be->vt->alloc(be, (uint64_t)n * 2, &db));
+  VKT_OK(be->vt->alloc(be, (uint64_t)n * 2, &dy));
+  VKT_OK(be->vt->copy_h2d(be, da, a, (uint64_t)n * 2, NULL));
+  VKT_OK(be->vt->copy_h2d(be, db, b, (uint64_t)n * 2, NULL));
+  VKT_OK(be->vt->memset(be, dy, 0xff, (uint64_t)n * 2, NULL));
+  gpu_arg args[4] = {gpu_arg_ptr(dy), gpu_arg_ptr(da), gpu_arg_ptr(db), gpu_arg_u32(n)};
+  VKT_OK(be->vt->launch(be, add, (gpu_dim3){(n + 255) / 256, 1, 1}, (gpu_dim3){256, 1, 1}, 0,
+                        NULL, args, 4));
+  VKT_OK(be->vt->copy_d2h(be, y, dy, (uint64_t)n * 2, NULL));
+  VKT_OK(be->vt->sync(be));
+  uint32_t bad = 0, first = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    float want = (float)(i % 251) + (float)(i / 65536u); /* < 256 + 251: exact in f32 */
+    if (y[i] != metrale_f32_to_bf16(want) && bad++ == 0) first = i;
+  }
+  cr_expect_eq(bad, 0, "%u of %u elements wrong, first at %u", bad, n, first);
+  be->vt->free(be, da);
+  be->vt->free(be, db);
+  be->vt->free(be, dy);
+  free(a), free(b), free(y);
+  metrale_device_destroy(dev);
+}

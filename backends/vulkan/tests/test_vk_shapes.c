@@ -1,0 +1,135 @@
+/* Shapes that reach branches of the Vulkan shaders the shared conformance shapes do
+ * not: delta rule with dv > 128 (several column groups per workgroup) and dk at the
+ * VK_DELTA_DK_MAX limit, top-k over more experts than invocations (strided scans, ties
+ * across invocations), gemv over more rows than one 8-row pass.  Each launch runs
+ * through the conformance harness: guard bands, inputs left intact, and a comparison
+ * with the cpu backend (METRALE_TEST_BACKEND=vulkan is set by the build). */
+#include <stdlib.h>
+
+#include "harness.h"
+
+static void delta_case(cf_ctx *ctx, gpu_kernel kern, int prefill, uint32_t nk, uint32_t nv,
+                       uint32_t dk, uint32_t dv, const int32_t *lens, uint32_t nseq) {
+  int32_t cu[8] = {0};
+  for (uint32_t s = 0; s < nseq; s++) cu[s + 1] = cu[s] + (prefill ? lens[s] : 1);
+  uint32_t t = (uint32_t)cu[nseq], n_slots = nseq + 1;
+  size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv, per = (size_t)nv * dk * dv;
+  snprintf(ctx->shape, sizeof ctx->shape, "%s S=%u T=%u nk=%u nv=%u dk=%u dv=%u",
+           prefill ? "prefill" : "decode", nseq, t, nk, nv, dk, dv);
+  metrale_bf16 *qkv = cf_alloc(t * c, 2);
+  float *g = cf_alloc((size_t)t * nv, 4), *beta = cf_alloc((size_t)t * nv, 4);
+  float *state = cf_alloc(n_slots * per, 4);
+  int32_t *slots = cf_alloc(nseq, 4);
+  /* unit-norm-ish q, k so the recurrence stays bounded */
+  mt_fill_bf16(&ctx->rng, qkv, t * c, -1.0 / 8, 1.0 / 8);
+  mt_fill_f32(&ctx->rng, g, (size_t)t * nv, -1.0, -0.01);
+  mt_fill_f32(&ctx->rng, beta, (size_t)t * nv, 0.0, 1.0);
+  mt_fill_f32(&ctx->rng, state, n_slots * per, -0.5, 0.5);
+  cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
+
+  cf_launch l;
+  cf_launch_init(&l, prefill ? METRALE_K_delta_rule_prefill : METRALE_K_delta_rule_decode,
+                 (gpu_dim3){nseq * nv, 1, 1});
+  int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, (size_t)t * nv * dv, NULL, CF_TOL_BF16);
+  int bq = cf_buf_add(&l, "qkv", CF_BF16, CF_IN, t * c, qkv, 0);
+  int bg = cf_buf_add(&l, "g", CF_F32, CF_IN, (size_t)t * nv, g, 0);
+  int bb = cf_buf_add(&l, "beta", CF_F32, CF_IN, (size_t)t * nv, beta, 0);
+  int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, n_slots * per, state, CF_TOL_F32);
+  l.buf[bs].guard = per * 4; /* a write to slot -1 would land in the guard */
+  int bcu = prefill ? cf_buf_add(&l, "cu_seqlens", CF_I32, CF_IN, nseq + 1, cu, 0) : -1;
+  int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, nseq, slots, 0);
+  cf_arg_buf(&l, bo);
+  cf_arg_buf(&l, bq);
+  cf_arg_buf(&l, bg);
+  cf_arg_buf(&l, bb);
+  cf_arg_buf(&l, bs);
+  if (prefill) cf_arg_buf(&l, bcu);
+  cf_arg_buf(&l, bsl);
+  cf_arg_u32(&l, nseq);
+  cf_arg_u32(&l, nk);
+  cf_arg_u32(&l, nv);
+  cf_arg_u32(&l, dk);
+  cf_arg_u32(&l, dv);
+  cf_run(ctx, &l, kern);
+  cf_launch_free(&l);
+  free(qkv), free(g), free(beta), free(state), free(slots);
+}
+
+Test(vulkan_shapes, delta_rule_wide_heads, .timeout = 900) {
+  static const int32_t lens[] = {4, 1, 0, 3};
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill);
+  delta_case(&ctx, kern, 1, 2, 4, 24, 300, lens, 4); /* dv = 128 + 128 + 44 */
+  delta_case(&ctx, kern, 1, 1, 1, 256, 129, lens, 2);
+  cf_close(&ctx);
+  CF_BEGIN(dctx, dkern, METRALE_K_delta_rule_decode);
+  delta_case(&dctx, dkern, 0, 1, 2, 256, 200, NULL, 3);
+  delta_case(&dctx, dkern, 0, 3, 6, 7, 257, NULL, 4);
+  cf_close(&dctx);
+}
+
+Test(vulkan_shapes, moe_topk_many_experts) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_topk);
+  static const struct {
+    uint32_t t, e, ld, k, norm;
+  } shapes[] = {{3, 600, 601, 10, 1}, {2, 257, 260, 8, 0}, {4, 1000, 1000, 3, 1}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    uint32_t t = shapes[si].t, e = shapes[si].e, ld = shapes[si].ld, k = shapes[si].k;
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u E=%u k=%u", t, e, k);
+    float *logits = cf_alloc((size_t)t * ld, 4);
+    /* a coarse grid gives many exact ties, spread over different invocations */
+    for (size_t i = 0; i < (size_t)t * ld; i++) logits[i] = (float)mt_below(&ctx.rng, 12) / 4.0f;
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_moe_topk, (gpu_dim3){t, 1, 1});
+    int bi = cf_buf_add(&l, "idx", CF_I32, CF_OUT, (size_t)t * k, NULL, 0);
+    int bw = cf_buf_add(&l, "w", CF_F32, CF_OUT, (size_t)t * k, NULL, CF_TOL_F32);
+    int bl = cf_buf_add(&l, "logits", CF_F32, CF_IN, (size_t)t * ld, logits, 0);
+    cf_arg_buf(&l, bi);
+    cf_arg_buf(&l, bw);
+    cf_arg_buf(&l, bl);
+    cf_arg_u32(&l, t);
+    cf_arg_u32(&l, e);
+    cf_arg_u32(&l, ld);
+    cf_arg_u32(&l, k);
+    cf_arg_u32(&l, shapes[si].norm);
+    if (cf_run(&ctx, &l, kern)) {
+      /* ties go to the lower id: equal logits must come out in increasing id order */
+      const int32_t *idx = cf_i32(&l, bi);
+      for (uint32_t tok = 0; tok < t; tok++)
+        for (uint32_t j = 1; j < k; j++) {
+          int32_t a = idx[tok * k + j - 1], b = idx[tok * k + j];
+          float la = logits[(size_t)tok * ld + (uint32_t)a], lb = logits[(size_t)tok * ld + (uint32_t)b];
+          CF_EXPECT(&ctx, la > lb || (la == lb && a < b), "token %u picks %d then %d", tok, a, b);
+        }
+    }
+    cf_launch_free(&l);
+    free(logits);
+  }
+  cf_close(&ctx);
+}
+
+Test(vulkan_shapes, gemv_many_rows) {
+  CF_BEGIN(ctx, kern, METRALE_K_gemv_bf16);
+  static const uint32_t mnk[][3] = {{20, 13, 77}, {9, 8, 300}, {33, 1, 5}};
+  for (size_t si = 0; si < sizeof mnk / sizeof mnk[0]; si++) {
+    uint32_t m = mnk[si][0], n = mnk[si][1], k = mnk[si][2];
+    snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u K=%u", m, n, k);
+    metrale_bf16 *x = cf_alloc((size_t)m * k, 2), *w = cf_alloc((size_t)n * k, 2);
+    mt_fill_bf16(&ctx.rng, x, (size_t)m * k, -1, 1);
+    mt_fill_bf16(&ctx.rng, w, (size_t)n * k, -1, 1);
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_gemv_bf16, (gpu_dim3){(n + 7) / 8, 1, 1});
+    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, (size_t)m * n, NULL, CF_TOL_BF16);
+    int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, (size_t)m * k, x, 0);
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)n * k, w, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, bx);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, m);
+    cf_arg_u32(&l, n);
+    cf_arg_u32(&l, k);
+    cf_run(&ctx, &l, kern);
+    cf_launch_free(&l);
+    free(x), free(w);
+  }
+  cf_close(&ctx);
+}

@@ -1,0 +1,181 @@
+/* Kernels: one compute pipeline per manifest kernel, made at first lookup from the
+ * SPIR-V embedded at build time.  Launch arguments travel as push constants packed
+ * with the offsets that tools/gen/vk_push_constants.c generated from kernels.def (the
+ * same generator wrote each shader's `Args` block). */
+#include <stdio.h>
+#include <string.h>
+
+#include "vk_internal.h"
+#include "vk_push_table.h"
+#include "vk_shaders.h"
+
+#ifndef VK_DELTA_DK_MAX
+#error "VK_DELTA_DK_MAX comes from backends/vulkan/CMakeLists.txt (shared with the shaders)"
+#endif
+
+/* Shape limits of shaders that keep per-thread arrays (the delta rule keeps one column
+ * of the [dk, dv] state per invocation).  A launch beyond one is refused, not run. */
+static const struct vk_limit {
+  metrale_kernel_id id;
+  const char *arg;
+  uint32_t max;
+} limits[] = {
+    {METRALE_K_delta_rule_decode, "dk", VK_DELTA_DK_MAX},
+    {METRALE_K_delta_rule_prefill, "dk", VK_DELTA_DK_MAX},
+};
+
+static const vk_shader_blob *find_blob(const char *name) {
+  for (const vk_shader_blob *b = vk_shader_blobs; b->name; b++)
+    if (strcmp(b->name, name) == 0) return b;
+  return NULL;
+}
+
+static void pipeline_release(vk_backend *be, vk_pipeline *p) {
+  if (p->pipeline) be->fn.vkDestroyPipeline(be->device, p->pipeline, NULL);
+  if (p->layout) be->fn.vkDestroyPipelineLayout(be->device, p->layout, NULL);
+  if (p->module) be->fn.vkDestroyShaderModule(be->device, p->module, NULL);
+  memset(p, 0, sizeof *p);
+}
+
+static metrale_status pipeline_create(vk_backend *be, const metrale_kernel_info *info,
+                                      const vk_shader_blob *blob, vk_pipeline *p) {
+  const vk_push_layout *pl = &vk_push_layouts[info->id];
+  VkShaderModuleCreateInfo mi = {
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+      .codeSize = blob->bytes,
+      .pCode = blob->code,
+  };
+  VK_TRY(be->fn.vkCreateShaderModule(be->device, &mi, NULL, &p->module), "vkCreateShaderModule");
+  VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0,
+                               .size = pl->size};
+  VkPipelineLayoutCreateInfo li = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+      .pushConstantRangeCount = pl->size ? 1u : 0u,
+      .pPushConstantRanges = &range,
+  };
+  VK_TRY(be->fn.vkCreatePipelineLayout(be->device, &li, NULL, &p->layout), "vkCreatePipelineLayout");
+  VkComputePipelineCreateInfo ci = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .flags = VK_PIPELINE_CREATE_DISPATCH_BASE_BIT, /* grids beyond maxComputeWorkGroupCount */
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = p->module,
+                .pName = "main"},
+      .layout = p->layout,
+  };
+  VK_TRY(be->fn.vkCreateComputePipelines(be->device, VK_NULL_HANDLE, 1, &ci, NULL, &p->pipeline),
+         "vkCreateComputePipelines");
+  return METRALE_OK;
+}
+
+metrale_status vk_kernel(gpu_backend *base, const char *module, const char *name,
+                         gpu_kernel *out_kernel) {
+  vk_backend *be = vk_cast(base);
+  const metrale_kernel_info *info = metrale_kernel_info_find(module, name);
+  if (!info)
+    return METRALE_ERROR(NOT_FOUND, "kernel %s.%s is not in the manifest", module ? module : "?",
+                         name ? name : "?");
+  const vk_shader_blob *blob = find_blob(info->name);
+  if (!blob) return METRALE_ERROR(NOT_FOUND, "no Vulkan shader for %s.%s", info->module, info->name);
+  const vk_push_layout *pl = &vk_push_layouts[info->id];
+  if (pl->nargs != info->nargs || pl->block != info->block)
+    return METRALE_ERROR(INTERNAL, "%s.%s: the Vulkan shaders were built from another kernels.def",
+                         info->module, info->name);
+  pthread_mutex_lock(&be->lock);
+  vk_pipeline *p = &be->pipelines[info->id];
+  metrale_status s = METRALE_OK;
+  if (!p->pipeline) {
+    s = pipeline_create(be, info, blob, p);
+    if (s) {
+      pipeline_release(be, p);
+      s = metrale_status_annotate(s, "Vulkan pipeline of %s.%s", info->module, info->name);
+    }
+  }
+  pthread_mutex_unlock(&be->lock);
+  if (s) return s;
+  *out_kernel = (gpu_kernel)info->id + 1;
+  return METRALE_OK;
+}
+
+static metrale_status check_limits(const metrale_kernel_info *info, const gpu_arg *args) {
+  for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+    if (limits[l].id != info->id) continue;
+    for (uint32_t i = 0; i < info->nargs; i++) {
+      if (strcmp(info->arg_names[i], limits[l].arg) != 0) continue;
+      if (args[i].v.u32 > limits[l].max)
+        return METRALE_ERROR(INVALID_ARGUMENT, "the Vulkan %s.%s supports %s <= %u, got %u",
+                             info->module, info->name, limits[l].arg, limits[l].max,
+                             args[i].v.u32);
+    }
+  }
+  return METRALE_OK;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gpu_dim3 block,
+                         uint32_t shared_bytes, gpu_stream stream, const gpu_arg *args,
+                         uint32_t nargs) {
+  vk_backend *be = vk_cast(base);
+  if (kernel == 0 || kernel > METRALE_K_COUNT || !be->pipelines[kernel - 1].pipeline)
+    return METRALE_ERROR(INVALID_ARGUMENT, "Vulkan launch of an unknown kernel handle %llu",
+                         (unsigned long long)kernel);
+  const metrale_kernel_info *info = metrale_kernel_info_get((metrale_kernel_id)(kernel - 1));
+  METRALE_RETURN_IF_ERROR(metrale_kernel_check_args(info, args, nargs));
+  const vk_push_layout *pl = &vk_push_layouts[info->id];
+  if (block.x != pl->block || block.y != 1 || block.z != 1)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s is compiled for blocks of (%u,1,1), launched "
+                         "with (%u,%u,%u)", info->module, info->name, pl->block, block.x,
+                         block.y, block.z);
+  if (shared_bytes)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: Vulkan kernels take no dynamic shared memory",
+                         info->module, info->name);
+  METRALE_RETURN_IF_ERROR(check_limits(info, args));
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return METRALE_OK;
+
+  uint8_t push[128] = {0};
+  for (uint32_t i = 0; i < nargs; i++) {
+    size_t size = args[i].kind == GPU_ARG_PTR || args[i].kind == GPU_ARG_U64 ? 8 : 4;
+    if (pl->offsets[i] + size > pl->size || pl->size > sizeof push)
+      return METRALE_ERROR(INTERNAL, "%s.%s: push-constant table out of range", info->module,
+                           info->name);
+    switch (args[i].kind) {
+      case GPU_ARG_PTR: memcpy(push + pl->offsets[i], &args[i].v.ptr, 8); break;
+      case GPU_ARG_U64: memcpy(push + pl->offsets[i], &args[i].v.u64, 8); break;
+      case GPU_ARG_U32: memcpy(push + pl->offsets[i], &args[i].v.u32, 4); break;
+      case GPU_ARG_I32: memcpy(push + pl->offsets[i], &args[i].v.i32, 4); break;
+      case GPU_ARG_F32: memcpy(push + pl->offsets[i], &args[i].v.f32, 4); break;
+    }
+  }
+
+  pthread_mutex_lock(&be->lock);
+  VkCommandBuffer cb;
+  metrale_status s = vk_stream_record(be, vk_stream_of(be, stream), &cb);
+  if (!s) {
+    const vk_pipeline *p = &be->pipelines[info->id];
+    be->fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    if (pl->size)
+      be->fn.vkCmdPushConstants(cb, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pl->size, push);
+    const uint32_t *max = be->props.limits.maxComputeWorkGroupCount;
+    for (uint32_t z = 0; z < grid.z; z += min_u32(max[2], grid.z - z))
+      for (uint32_t y = 0; y < grid.y; y += min_u32(max[1], grid.y - y))
+        for (uint32_t x = 0; x < grid.x; x += min_u32(max[0], grid.x - x))
+          be->fn.vkCmdDispatchBase(cb, x, y, z, min_u32(max[0], grid.x - x),
+                                   min_u32(max[1], grid.y - y), min_u32(max[2], grid.z - z));
+  }
+  pthread_mutex_unlock(&be->lock);
+  return s;
+}
+
+void vk_pipelines_destroy(vk_backend *be) {
+  for (int k = 0; k < METRALE_K_COUNT; k++) pipeline_release(be, &be->pipelines[k]);
+}
+
+metrale_status vk_describe(char *buffer, size_t capacity) {
+  if (!buffer || capacity == 0) return METRALE_ERROR(INVALID_ARGUMENT, "describe: no buffer");
+  size_t used = (size_t)snprintf(buffer, capacity, "spirv-vulkan1.2:");
+  for (const vk_shader_blob *b = vk_shader_blobs; b->name && used < capacity; b++)
+    used += (size_t)snprintf(buffer + used, capacity - used, " %s", b->name);
+  if (used >= capacity) return METRALE_ERROR(INVALID_ARGUMENT, "describe: buffer too small");
+  return METRALE_OK;
+}
