@@ -1,0 +1,78 @@
+/* conv module: causal depthwise conv1d + SiLU over a sliding window kept in the state.
+ *
+ * For one sequence and channel the window is the K-1 state values (oldest first)
+ * followed by the sequence's L inputs; output t reads window[t .. t+K-1] and the new
+ * state is window[L .. L+K-2].  When L < K-1 part of the old state survives, shifted. */
+#include "cpu_kernels.h"
+
+#include <stddef.h>
+
+/* Entry i of a channel's window: the K-1 state values (zeros for padding), then the
+ * sequence's inputs x[token, ch] (x points at the first token's row [C]). */
+static inline float window_at(const float *st, const metrale_bf16 *x, int64_t i, int64_t hist,
+                              uint32_t c, uint32_t ch) {
+  if (i < hist) return st ? st[i] : 0.0f;
+  return cpu_bf(x[(size_t)(i - hist) * c + ch]);
+}
+
+/* One sequence of L tokens on channel ch.  x, y point at the first token's row [C];
+ * st is the channel's state [K-1], or NULL for padding (zero state, not written). */
+static void conv_channel(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *st,
+                         int64_t len, uint32_t c, uint32_t ch, uint32_t kw) {
+  const metrale_bf16 *wc = w + (size_t)ch * kw; /* [K] */
+  int64_t hist = (int64_t)kw - 1;               /* K-1 */
+  for (int64_t t = 0; t < len; t++) {
+    float acc = 0.0f;
+    for (uint32_t j = 0; j < kw; j++) acc += cpu_bf(wc[j]) * window_at(st, x, t + j, hist, c, ch);
+    y[(size_t)t * c + ch] = cpu_to_bf(cpu_silu(acc));
+  }
+  if (!st || len == 0) return;
+  /* new state = window[L .. L+K-2]; ascending order only reads entries at or after
+   * the one being written, so the shift is safe in place */
+  for (int64_t i = 0; i < hist; i++) st[i] = window_at(st, x, len + i, hist, c, ch);
+}
+
+void cpu_conv1d_prefill(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *state,
+                        const int32_t *cu_seqlens, const int32_t *slots, uint32_t s, uint32_t c,
+                        uint32_t kw) {
+  int64_t work = (int64_t)s * c; /* (sequence, channel) */
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < work; i++) {
+    int64_t seq = i / c;
+    uint32_t ch = (uint32_t)(i % c);
+    int64_t t0 = cu_seqlens[seq], len = (int64_t)cu_seqlens[seq + 1] - t0;
+    int32_t slot = slots[seq];
+    float *st = slot < 0 ? NULL : state + ((size_t)slot * c + ch) * (kw - 1);
+    conv_channel(y + (size_t)t0 * c, x + (size_t)t0 * c, w, st, len, c, ch, kw);
+  }
+}
+
+void cpu_conv1d_update(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *state,
+                       const int32_t *slots, uint32_t bsz, uint32_t c, uint32_t kw) {
+  int64_t work = (int64_t)bsz * c; /* (slot b, channel) */
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < work; i++) {
+    int64_t b = i / c;
+    uint32_t ch = (uint32_t)(i % c);
+    int32_t slot = slots[b];
+    float *st = slot < 0 ? NULL : state + ((size_t)slot * c + ch) * (kw - 1);
+    conv_channel(y + (size_t)b * c, x + (size_t)b * c, w, st, 1, c, ch, kw);
+  }
+}
+
+metrale_status cpu_k_conv1d_prefill(const gpu_arg *args) {
+  if (cpu_arg_u(args, 8) == 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill: kw must be >= 1");
+  cpu_conv1d_prefill(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 3),
+                     cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7),
+                     cpu_arg_u(args, 8));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_conv1d_update(const gpu_arg *args) {
+  if (cpu_arg_u(args, 7) == 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_update: kw must be >= 1");
+  cpu_conv1d_update(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 3),
+                    cpu_arg_p(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7));
+  return METRALE_OK;
+}

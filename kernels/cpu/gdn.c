@@ -1,0 +1,231 @@
+/* gdn module: projection splits, q/k l2norm, gates and the gated delta rule. */
+#include "cpu_kernels.h"
+
+#include <omp.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cpu_split_qkvzba(metrale_bf16 *mixed, metrale_bf16 *z, metrale_bf16 *b, metrale_bf16 *a,
+                      const metrale_bf16 *p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
+                      uint32_t dv) {
+  uint32_t r = nv / nk;                               /* value heads per key head */
+  size_t group = 2 * (size_t)dk + 2 * (size_t)r * dv; /* one key head of in_proj_qkvz */
+  size_t width = nk * group + 2 * (size_t)nv;         /* a row of p */
+  size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;   /* C */
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < (int64_t)t; tok++) {
+    const metrale_bf16 *row = p + (size_t)tok * width;
+    metrale_bf16 *mrow = mixed + (size_t)tok * c;
+    for (uint32_t kh = 0; kh < nk; kh++) {
+      const metrale_bf16 *g = row + kh * group; /* [dk | dk | r*dv | r*dv] = q,k,v,z */
+      memcpy(mrow + (size_t)kh * dk, g, dk * sizeof *g);
+      memcpy(mrow + (size_t)nk * dk + (size_t)kh * dk, g + dk, dk * sizeof *g);
+      memcpy(mrow + 2 * (size_t)nk * dk + (size_t)kh * r * dv, g + 2 * dk,
+             (size_t)r * dv * sizeof *g);
+      memcpy(z + (size_t)tok * nv * dv + (size_t)kh * r * dv, g + 2 * dk + (size_t)r * dv,
+             (size_t)r * dv * sizeof *g);
+      const metrale_bf16 *ba = row + nk * group + (size_t)kh * 2 * r; /* [r | r] = b,a */
+      memcpy(b + (size_t)tok * nv + (size_t)kh * r, ba, r * sizeof *ba);
+      memcpy(a + (size_t)tok * nv + (size_t)kh * r, ba + r, r * sizeof *ba);
+    }
+  }
+}
+
+void cpu_split_qkvzba35(metrale_bf16 *mixed, metrale_bf16 *z, metrale_bf16 *b, metrale_bf16 *a,
+                        const metrale_bf16 *p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
+                        uint32_t dv) {
+  size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;
+  size_t zw = (size_t)nv * dv;
+  size_t width = c + zw + 2 * (size_t)nv; /* [q | k | v | z | b | a] */
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < (int64_t)t; tok++) {
+    const metrale_bf16 *row = p + (size_t)tok * width;
+    memcpy(mixed + (size_t)tok * c, row, c * sizeof *row);
+    memcpy(z + (size_t)tok * zw, row + c, zw * sizeof *row);
+    memcpy(b + (size_t)tok * nv, row + c + zw, nv * sizeof *row);
+    memcpy(a + (size_t)tok * nv, row + c + zw + nv, nv * sizeof *row);
+  }
+}
+
+void cpu_l2norm_qk(metrale_bf16 *x, uint32_t t, uint32_t nk, uint32_t dk, uint32_t ld) {
+  float q_scale = 1.0f / sqrtf((float)dk);
+  int64_t heads = (int64_t)t * 2 * nk;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < heads; i++) {
+    int64_t tok = i / (2 * nk), hh = i % (2 * nk);            /* hh < nk: q head, else k head */
+    metrale_bf16 *v = x + (size_t)tok * ld + (size_t)hh * dk; /* [dk] */
+    float ss = 0.0f;
+    for (uint32_t j = 0; j < dk; j++) ss += cpu_bf(v[j]) * cpu_bf(v[j]);
+    float scale = 1.0f / sqrtf(ss + 1e-6f);
+    if (hh < nk) scale *= q_scale;
+    for (uint32_t j = 0; j < dk; j++) v[j] = cpu_to_bf(cpu_bf(v[j]) * scale);
+  }
+}
+
+static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+void cpu_gates(float *g, float *beta, const metrale_bf16 *a, const metrale_bf16 *b,
+               const float *a_log, const metrale_bf16 *dt_bias, uint32_t n, uint32_t nv) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < (int64_t)n; i++) {
+    int64_t h = i % nv; /* i = (token, value head) */
+    g[i] = -expf(a_log[h]) * softplus(cpu_bf(a[i]) + cpu_bf(dt_bias[h]));
+    beta[i] = cpu_sigmoid(cpu_bf(b[i]));
+  }
+}
+
+/* One token of one value head on S [dk,dv]:
+ *   S *= exp(g); d = beta * (v - k^T S); S += k d^T; o = q^T S.
+ * kd is scratch [dv]. */
+static void delta_step(float *S, metrale_bf16 *o, const metrale_bf16 *q, const metrale_bf16 *k,
+                       const metrale_bf16 *v, float g, float beta, uint32_t dk, uint32_t dv,
+                       float *kd) {
+  float decay = expf(g);
+  for (uint32_t j = 0; j < dv; j++) kd[j] = 0.0f;
+  for (uint32_t i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    float ki = cpu_bf(k[i]);
+    for (uint32_t j = 0; j < dv; j++) {
+      Si[j] *= decay;
+      kd[j] += ki * Si[j]; /* (k^T S)[j] */
+    }
+  }
+  for (uint32_t j = 0; j < dv; j++) kd[j] = beta * (cpu_bf(v[j]) - kd[j]); /* d */
+  float *out = kd + dv; /* [dv] accumulators for o */
+  for (uint32_t j = 0; j < dv; j++) out[j] = 0.0f;
+  for (uint32_t i = 0; i < dk; i++) {
+    float *Si = S + (size_t)i * dv;
+    float ki = cpu_bf(k[i]), qi = cpu_bf(q[i]);
+    for (uint32_t j = 0; j < dv; j++) {
+      Si[j] += ki * kd[j];
+      out[j] += qi * Si[j];
+    }
+  }
+  for (uint32_t j = 0; j < dv; j++) o[j] = cpu_to_bf(out[j]);
+}
+
+/* Per-thread scratch: a private state [dk,dv] for slot -1 plus 2*dv vectors. */
+static metrale_status scratch_alloc(float **out, int *out_per, uint32_t dk, uint32_t dv) {
+  size_t per = (size_t)dk * dv + 2 * (size_t)dv + 16;
+  float *s = malloc(per * sizeof(float) * (size_t)omp_get_max_threads());
+  if (!s) return METRALE_ERROR(OUT_OF_MEMORY, "delta rule scratch for %u x %u state", dk, dv);
+  *out = s;
+  *out_per = (int)per;
+  return METRALE_OK;
+}
+
+/* Runs tokens [t0, t1) of one sequence on value head h from state slot. */
+static void delta_sequence(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+                           const float *beta, float *state, int32_t slot, int64_t t0, int64_t t1,
+                           uint32_t h, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
+                           float *scratch) {
+  size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;
+  uint32_t kh = h / (nv / nk); /* grouped: value head h reads key head h / r */
+  size_t sz = (size_t)dk * dv;
+  float *S;
+  if (slot < 0) { /* padding: zero state, never stored */
+    S = scratch;
+    memset(S, 0, sz * sizeof *S);
+  } else {
+    S = state + ((size_t)slot * nv + h) * sz;
+  }
+  float *kd = scratch + sz;
+  for (int64_t t = t0; t < t1; t++) {
+    const metrale_bf16 *row = qkv + (size_t)t * c;
+    delta_step(S, o + ((size_t)t * nv + h) * dv, row + (size_t)kh * dk,
+               row + (size_t)nk * dk + (size_t)kh * dk, row + 2 * (size_t)nk * dk + (size_t)h * dv,
+               g[(size_t)t * nv + h], beta[(size_t)t * nv + h], dk, dv, kd);
+  }
+}
+
+metrale_status cpu_delta_rule_decode(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+                                     const float *beta, float *state, const int32_t *slots,
+                                     uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk,
+                                     uint32_t dv) {
+  if (bsz == 0 || nv == 0) return METRALE_OK;
+  float *scratch;
+  int per;
+  METRALE_RETURN_IF_ERROR(scratch_alloc(&scratch, &per, dk, dv));
+  int64_t work = (int64_t)bsz * nv; /* (slot b, value head h) */
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < work; i++) {
+    float *mine = scratch + (size_t)per * omp_get_thread_num();
+    delta_sequence(o, qkv, g, beta, state, slots[i / nv], i / nv, i / nv + 1, (uint32_t)(i % nv),
+                   nk, nv, dk, dv, mine);
+  }
+  free(scratch);
+  return METRALE_OK;
+}
+
+metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+                                      const float *beta, float *state, const int32_t *cu_seqlens,
+                                      const int32_t *slots, uint32_t s, uint32_t nk, uint32_t nv,
+                                      uint32_t dk, uint32_t dv) {
+  if (s == 0 || nv == 0) return METRALE_OK;
+  float *scratch;
+  int per;
+  METRALE_RETURN_IF_ERROR(scratch_alloc(&scratch, &per, dk, dv));
+  int64_t work = (int64_t)s * nv; /* (sequence, value head) */
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < work; i++) {
+    float *mine = scratch + (size_t)per * omp_get_thread_num();
+    int64_t seq = i / nv;
+    delta_sequence(o, qkv, g, beta, state, slots[seq], cu_seqlens[seq], cu_seqlens[seq + 1],
+                   (uint32_t)(i % nv), nk, nv, dk, dv, mine);
+  }
+  free(scratch);
+  return METRALE_OK;
+}
+
+/* nv must be a multiple of nk: value head h reads key head h / (nv / nk). */
+static metrale_status check_heads(const char *kernel, uint32_t nk, uint32_t nv) {
+  if (nk == 0 || nv % nk != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: nv (%u) must be a non-zero multiple of nk (%u)",
+                         kernel, nv, nk);
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_split_qkvzba(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(check_heads("split_qkvzba", cpu_arg_u(args, 6), cpu_arg_u(args, 7)));
+  cpu_split_qkvzba(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 3),
+                   cpu_arg_p(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7),
+                   cpu_arg_u(args, 8), cpu_arg_u(args, 9));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_split_qkvzba35(const gpu_arg *args) {
+  cpu_split_qkvzba35(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 3),
+                     cpu_arg_p(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7),
+                     cpu_arg_u(args, 8), cpu_arg_u(args, 9));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_l2norm_qk(const gpu_arg *args) {
+  cpu_l2norm_qk(cpu_arg_p(args, 0), cpu_arg_u(args, 1), cpu_arg_u(args, 2), cpu_arg_u(args, 3),
+                cpu_arg_u(args, 4));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_gates(const gpu_arg *args) {
+  cpu_gates(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 3),
+            cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_delta_rule_decode(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(check_heads("delta_rule_decode", cpu_arg_u(args, 7), cpu_arg_u(args, 8)));
+  return cpu_delta_rule_decode(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
+                               cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5),
+                               cpu_arg_u(args, 6), cpu_arg_u(args, 7), cpu_arg_u(args, 8),
+                               cpu_arg_u(args, 9), cpu_arg_u(args, 10));
+}
+
+metrale_status cpu_k_delta_rule_prefill(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(
+      check_heads("delta_rule_prefill", cpu_arg_u(args, 8), cpu_arg_u(args, 9)));
+  return cpu_delta_rule_prefill(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
+                                cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5),
+                                cpu_arg_p(args, 6), cpu_arg_u(args, 7), cpu_arg_u(args, 8),
+                                cpu_arg_u(args, 9), cpu_arg_u(args, 10), cpu_arg_u(args, 11));
+}

@@ -1,0 +1,209 @@
+/* gemm module: gemm_bf16, gemm_bf16_f32, gemv_bf16 (one implementation), and the
+ * routed-expert projections of moe.c, which share the loop nest.
+ *
+ * Decode (small M) is bound by streaming the weights, so the loop nest reads each
+ * weight row [K] exactly once from memory and dots it with up to 4 activation rows
+ * while it sits in L1.  Larger M walks the activation rows in groups of 4 over a block
+ * of NB weight rows, which then comes from L2 instead of memory.
+ *
+ * The inner loops keep LANES independent fp32 partial sums so that gcc vectorises
+ * them without -ffast-math (a single running sum would be a serial dependency it may
+ * not reorder).  bf16 -> fp32 is a 16-bit shift, which vectorises as well.
+ *
+ * The dot products are also compiled for x86-64-v3 (AVX2) and picked at load time
+ * (target_clones), so the library still runs on any x86-64 while using 8-wide vectors
+ * where they exist. */
+#include "cpu_kernels.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LANES 16 /* partial sums per dot product */
+#define GLANES 8 /* per row in dot_group: GROUP * GLANES sums must fit the registers */
+#define GROUP 4  /* activation rows sharing one pass over a weight row */
+#define NB 16    /* weight rows per parallel work item */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HOT __attribute__((noinline, target_clones("arch=x86-64-v3", "default")))
+#else
+#define HOT __attribute__((noinline))
+#endif
+
+static inline float hsum(const float acc[LANES]) {
+  float s = 0.0f;
+  for (int l = 0; l < LANES; l++) s += acc[l];
+  return s;
+}
+
+/* out[g] = x[g] . w for g < GROUP; x[g] fp32 rows [k], w bf16 [k]. */
+HOT static void dot_group(float out[GROUP], const float *const x[GROUP], const metrale_bf16 *w,
+                          uint32_t k) {
+  float acc[GROUP][GLANES] = {{0}};
+  const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+  uint32_t i = 0;
+  for (; i + GLANES <= k; i += GLANES) {
+    for (int l = 0; l < GLANES; l++) {
+      float wl = cpu_bf(w[i + l]);
+      acc[0][l] += x0[i + l] * wl;
+      acc[1][l] += x1[i + l] * wl;
+      acc[2][l] += x2[i + l] * wl;
+      acc[3][l] += x3[i + l] * wl;
+    }
+  }
+  for (int g = 0; g < GROUP; g++) {
+    float s = 0.0f;
+    for (int l = 0; l < GLANES; l++) s += acc[g][l];
+    for (uint32_t j = i; j < k; j++) s += x[g][j] * cpu_bf(w[j]);
+    out[g] = s;
+  }
+}
+
+HOT static float dot_one(const float *x, const metrale_bf16 *w, uint32_t k) {
+  float acc[LANES] = {0};
+  uint32_t i = 0;
+  for (; i + LANES <= k; i += LANES)
+    for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * cpu_bf(w[i + l]);
+  float s = hsum(acc);
+  for (; i < k; i++) s += x[i] * cpu_bf(w[i]);
+  return s;
+}
+
+/* A list of activation rows that share one weight matrix: entry i reads fp32 row
+ * xrow[i] of [.., k] and writes output row yrow[i] of [.., n] (NULL lists: row i). */
+typedef struct row_list {
+  const uint32_t *xrow, *yrow;
+  uint32_t count;
+} row_list;
+
+static inline uint32_t xrow_of(const row_list *rl, uint32_t i) {
+  return rl->xrow ? rl->xrow[i] : i;
+}
+static inline uint32_t yrow_of(const row_list *rl, uint32_t i) {
+  return rl->yrow ? rl->yrow[i] : i;
+}
+
+static inline void store(void *y, int y_f32, size_t at, float v) {
+  if (y_f32)
+    ((float *)y)[at] = v;
+  else
+    ((metrale_bf16 *)y)[at] = cpu_to_bf(v);
+}
+
+/* Output features [n0, n1) of every row of rl: y[row, j] = x[row] . w[j, :], w [n,k]. */
+static void apply_block(void *y, int y_f32, const float *xf, const row_list *rl,
+                        const metrale_bf16 *w, uint32_t n, uint32_t k, uint32_t n0, uint32_t n1) {
+  uint32_t r = 0;
+  for (; r + GROUP <= rl->count; r += GROUP) {
+    const float *xr[GROUP];
+    for (int g = 0; g < GROUP; g++) xr[g] = xf + (size_t)xrow_of(rl, r + g) * k;
+    for (uint32_t j = n0; j < n1; j++) {
+      float out[GROUP];
+      dot_group(out, xr, w + (size_t)j * k, k);
+      for (int g = 0; g < GROUP; g++) store(y, y_f32, (size_t)yrow_of(rl, r + g) * n + j, out[g]);
+    }
+  }
+  for (; r < rl->count; r++) {
+    const float *xr = xf + (size_t)xrow_of(rl, r) * k;
+    for (uint32_t j = n0; j < n1; j++)
+      store(y, y_f32, (size_t)yrow_of(rl, r) * n + j, dot_one(xr, w + (size_t)j * k, k));
+  }
+}
+
+/* bf16 [rows, k] -> a new fp32 copy (activations are converted once, not per dot). */
+static metrale_status to_f32(const metrale_bf16 *x, size_t rows, uint32_t k, float **out) {
+  float *xf = malloc(rows * k * sizeof(float) + sizeof(float));
+  if (!xf) return METRALE_ERROR(OUT_OF_MEMORY, "gemm: %zu x %u fp32 activation copy", rows, k);
+  for (size_t i = 0; i < rows * k; i++) xf[i] = cpu_bf(x[i]);
+  *out = xf;
+  return METRALE_OK;
+}
+
+/* y [M,N] = x [M,K] . w[N,K]^T; y is bf16 unless y_f32. */
+static metrale_status gemm(void *y, int y_f32, const metrale_bf16 *x, const metrale_bf16 *w,
+                           uint32_t m, uint32_t n, uint32_t k) {
+  if (m == 0 || n == 0) return METRALE_OK;
+  float *xf;
+  METRALE_RETURN_IF_ERROR(to_f32(x, m, k, &xf));
+  row_list all = {NULL, NULL, m};
+  int64_t nblocks = ((int64_t)n + NB - 1) / NB;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < nblocks; blk++) {
+    uint32_t n0 = (uint32_t)blk * NB, n1 = n0 + NB < n ? n0 + NB : n;
+    apply_block(y, y_f32, xf, &all, w, n, k, n0, n1);
+  }
+  free(xf);
+  return METRALE_OK;
+}
+
+metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32_t x_div,
+                               const int32_t *idx, uint32_t r, const metrale_bf16 *w, uint32_t n,
+                               uint32_t k) {
+  if (r == 0 || n == 0) return METRALE_OK;
+  /* bucket the rows by expert (counting sort), so that each expert's weights are
+   * streamed once for all the rows routed to it */
+  uint32_t experts = 0;
+  for (uint32_t j = 0; j < r; j++)
+    if (idx[j] >= 0 && (uint32_t)idx[j] + 1 > experts) experts = (uint32_t)idx[j] + 1;
+  uint32_t *start = calloc((size_t)experts + 1, sizeof *start); /* [E+1] */
+  uint32_t *yrow = malloc((size_t)r * sizeof *yrow), *xrow = malloc((size_t)r * sizeof *xrow);
+  float *xf = NULL;
+  size_t x_rows = ((size_t)r + x_div - 1) / x_div;
+  metrale_status s = !start || !yrow || !xrow
+                         ? METRALE_ERROR(OUT_OF_MEMORY, "expert gemm: row lists for %u rows", r)
+                         : to_f32(x, x_rows, k, &xf);
+  if (s) {
+    free(start), free(yrow), free(xrow);
+    return s;
+  }
+  for (uint32_t j = 0; j < r; j++)
+    if (idx[j] >= 0) start[idx[j] + 1]++;
+  for (uint32_t e = 0; e < experts; e++) start[e + 1] += start[e];
+  for (uint32_t j = 0; j < r; j++) { /* place; start[e] advances to the end of bucket e */
+    if (idx[j] < 0) continue;
+    uint32_t at = start[idx[j]]++;
+    yrow[at] = j;
+    xrow[at] = j / x_div;
+  }
+  for (uint32_t e = experts; e > 0; e--) start[e] = start[e - 1]; /* back to bucket starts */
+  start[0] = 0;
+  /* a negative id (no expert) gives a zero row rather than a wild read */
+  for (uint32_t j = 0; j < r; j++)
+    if (idx[j] < 0)
+      for (uint32_t f = 0; f < n; f++) store(y, y_f32, (size_t)j * n + f, 0.0f);
+
+  int64_t nblocks = ((int64_t)n + NB - 1) / NB, items = (int64_t)experts * nblocks;
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t it = 0; it < items; it++) {
+    uint32_t e = (uint32_t)(it / nblocks);
+    uint32_t n0 = (uint32_t)(it % nblocks) * NB, n1 = n0 + NB < n ? n0 + NB : n;
+    row_list rows = {xrow + start[e], yrow + start[e], start[e + 1] - start[e]};
+    if (rows.count) apply_block(y, y_f32, xf, &rows, w + (size_t)e * n * k, n, k, n0, n1);
+  }
+  free(start), free(yrow), free(xrow), free(xf);
+  return METRALE_OK;
+}
+
+metrale_status cpu_gemm_bf16(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w,
+                             uint32_t m, uint32_t n, uint32_t k) {
+  return gemm(y, 0, x, w, m, n, k);
+}
+
+metrale_status cpu_gemm_bf16_f32(float *y, const metrale_bf16 *x, const metrale_bf16 *w, uint32_t m,
+                                 uint32_t n, uint32_t k) {
+  return gemm(y, 1, x, w, m, n, k);
+}
+
+metrale_status cpu_k_gemm_bf16(const gpu_arg *args) {
+  return cpu_gemm_bf16(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
+                       cpu_arg_u(args, 3), cpu_arg_u(args, 4), cpu_arg_u(args, 5));
+}
+
+metrale_status cpu_k_gemm_bf16_f32(const gpu_arg *args) {
+  return cpu_gemm_bf16_f32(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
+                           cpu_arg_u(args, 3), cpu_arg_u(args, 4), cpu_arg_u(args, 5));
+}
+
+/* gemv_bf16 has the contract of gemm_bf16; the shared loop nest already streams each
+ * weight row once for M <= GROUP. */
+metrale_status cpu_k_gemv_bf16(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }

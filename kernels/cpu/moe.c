@@ -1,0 +1,112 @@
+/* moe module: router top-k, routed expert projections, combine. */
+#include "cpu_kernels.h"
+
+#include <stddef.h>
+
+/* Orders candidates by (p descending, expert id ascending). */
+static int ranks_before(float pa, uint32_t a, float pb, uint32_t b) {
+  return pa > pb || (pa == pb && a < b);
+}
+
+void cpu_moe_topk(int32_t *idx, float *w, const float *logits, uint32_t t, uint32_t e, uint32_t ld,
+                  uint32_t k, uint32_t norm) {
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < (int64_t)t; tok++) {
+    const float *l = logits + (size_t)tok * ld; /* [E] */
+    float mx = l[0];
+    for (uint32_t i = 1; i < e; i++) mx = l[i] > mx ? l[i] : mx;
+    float sum = 0.0f;
+    for (uint32_t i = 0; i < e; i++) sum += expf(l[i] - mx);
+    /* selection without scratch: each pick is the best candidate ranked strictly
+     * after the previous pick */
+    float prev_p = 0.0f, wsum = 0.0f;
+    uint32_t prev = 0;
+    int32_t *ti = idx + (size_t)tok * k;
+    float *tw = w + (size_t)tok * k;
+    for (uint32_t j = 0; j < k; j++) {
+      int32_t best = -1;
+      float best_p = 0.0f;
+      for (uint32_t i = 0; i < e; i++) {
+        float p = expf(l[i] - mx) / sum;
+        if (j > 0 && !ranks_before(prev_p, prev, p, i)) continue;
+        if (best < 0 || ranks_before(p, i, best_p, (uint32_t)best)) {
+          best = (int32_t)i;
+          best_p = p;
+        }
+      }
+      if (best < 0) { /* k > E: the remaining picks are empty */
+        for (; j < k; j++) {
+          ti[j] = -1;
+          tw[j] = 0.0f;
+        }
+        break;
+      }
+      ti[j] = best;
+      tw[j] = best_p;
+      wsum += best_p;
+      prev = (uint32_t)best;
+      prev_p = best_p;
+    }
+    if (norm && wsum > 0.0f)
+      for (uint32_t j = 0; j < k; j++) tw[j] /= wsum;
+  }
+}
+
+metrale_status cpu_moe_gate_up(metrale_bf16 *gu, const metrale_bf16 *x, const int32_t *idx,
+                               const metrale_bf16 *w, uint32_t r, uint32_t k, uint32_t h,
+                               uint32_t n) {
+  /* row j: gu[j, :] = w[idx[j]] [N,H] . x[j / k] */
+  return cpu_expert_gemm(gu, 0, x, k, idx, r, w, n, h);
+}
+
+metrale_status cpu_moe_down(float *y, const metrale_bf16 *act, const int32_t *idx,
+                            const metrale_bf16 *w, uint32_t r, uint32_t h, uint32_t n) {
+  /* row j: y[j, :] = w[idx[j]] [H,N] . act[j] */
+  return cpu_expert_gemm(y, 1, act, 1, idx, r, w, h, n);
+}
+
+void cpu_moe_combine(metrale_bf16 *out, const metrale_bf16 *res, const float *y, const float *w,
+                     const metrale_bf16 *shared, const float *gate, uint32_t t, uint32_t k,
+                     uint32_t h, uint32_t ld, uint32_t col) {
+#pragma omp parallel for schedule(static)
+  for (int64_t tok = 0; tok < (int64_t)t; tok++) {
+    float sg = cpu_sigmoid(gate[(size_t)tok * ld + col]); /* shared expert gate */
+    const float *tw = w + (size_t)tok * k;                /* [k] */
+    for (uint32_t f = 0; f < h; f++) {
+      size_t o = (size_t)tok * h + f;
+      float acc = cpu_bf(res[o]);
+      for (uint32_t j = 0; j < k; j++) acc += tw[j] * y[((size_t)tok * k + j) * h + f];
+      acc += sg * cpu_bf(shared[o]);
+      out[o] = cpu_to_bf(acc);
+    }
+  }
+}
+
+metrale_status cpu_k_moe_topk(const gpu_arg *args) {
+  if (cpu_arg_u(args, 4) == 0 && cpu_arg_u(args, 3) != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "moe_topk: e must be >= 1");
+  cpu_moe_topk(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3),
+               cpu_arg_u(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_moe_gate_up(const gpu_arg *args) {
+  if (cpu_arg_u(args, 5) == 0 && cpu_arg_u(args, 4) != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up: k must be >= 1");
+  return cpu_moe_gate_up(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
+                         cpu_arg_p(args, 3), cpu_arg_u(args, 4), cpu_arg_u(args, 5),
+                         cpu_arg_u(args, 6), cpu_arg_u(args, 7));
+}
+
+metrale_status cpu_k_moe_down(const gpu_arg *args) {
+  return cpu_moe_down(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
+                      cpu_arg_p(args, 3), cpu_arg_u(args, 4), cpu_arg_u(args, 5),
+                      cpu_arg_u(args, 6));
+}
+
+metrale_status cpu_k_moe_combine(const gpu_arg *args) {
+  cpu_moe_combine(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 3),
+                  cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7),
+                  cpu_arg_u(args, 8), cpu_arg_u(args, 9), cpu_arg_u(args, 10));
+  return METRALE_OK;
+}

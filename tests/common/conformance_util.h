@@ -1,0 +1,69 @@
+/* Test helpers shared by the conformance suite and the layer tests: seeded random
+ * inputs, the NMSE metric, bf16 rounding in double, and device buffers with guard
+ * bands that must stay untouched by a kernel. */
+#ifndef METRALE_TEST_CONFORMANCE_UTIL_H
+#define METRALE_TEST_CONFORMANCE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrale/bf16.h"
+#include "metrale/gpu_backend.h"
+
+/* ---- random numbers ------------------------------------------------------------------ */
+
+typedef struct mt_rng {
+  uint64_t state;
+} mt_rng;
+
+/* A fresh seed per call (time, pid and a counter), or METRALE_TEST_SEED when set so a
+ * failure can be replayed. */
+uint64_t mt_fresh_seed(void);
+void mt_rng_init(mt_rng *rng, uint64_t seed);
+uint64_t mt_next(mt_rng *rng);
+double mt_uniform(mt_rng *rng, double lo, double hi);
+uint32_t mt_below(mt_rng *rng, uint32_t n); /* uniform in [0, n) */
+double mt_normal(mt_rng *rng);              /* standard normal */
+
+void mt_fill_bf16(mt_rng *rng, metrale_bf16 *x, size_t n, double lo, double hi);
+void mt_fill_f32(mt_rng *rng, float *x, size_t n, double lo, double hi);
+
+/* ---- numbers ------------------------------------------------------------------------- */
+
+/* Rounds a double to the nearest bf16 value (ties to even) and back. */
+double mt_round_bf16(double x);
+static inline double mt_bf(metrale_bf16 h) { return (double)metrale_bf16_to_f32(h); }
+
+/* Normalised mean squared error sum((a-b)^2) / sum(b^2) of a result a against the
+ * reference b; 0 when both are all zero, +inf when only b is.  *out_nonfinite (may be
+ * NULL) receives the number of NaN/inf entries of a, which the NMSE then ignores. */
+double mt_nmse(const double *a, const double *b, size_t n, size_t *out_nonfinite);
+/* Same, with a in bf16 or f32 storage. */
+double mt_nmse_bf16(const metrale_bf16 *a, const double *b, size_t n, size_t *out_nonfinite);
+double mt_nmse_f32(const float *a, const double *b, size_t n, size_t *out_nonfinite);
+
+/* Widens storage to doubles (for comparing two backends' results). */
+void mt_bf16_to_double(double *out, const metrale_bf16 *x, size_t n);
+void mt_f32_to_double(double *out, const float *x, size_t n);
+
+/* ---- guarded device buffers --------------------------------------------------------- */
+
+#define MT_GUARD_BYTES 4096u
+
+/* An allocation of guard + bytes + guard on a device; ptr is the usable start.  The
+ * guards are filled with a pattern that mt_guard_check verifies. */
+typedef struct mt_buffer {
+  gpu_ptr base, ptr;
+  uint64_t bytes, guard;
+} mt_buffer;
+
+/* guard 0 means MT_GUARD_BYTES; it is rounded up to a multiple of 256. */
+metrale_status mt_buffer_alloc(gpu_backend *be, uint64_t bytes, uint64_t guard, mt_buffer *out);
+void mt_buffer_free(gpu_backend *be, mt_buffer *buf);
+/* Returns 1 when both guards still hold the pattern; otherwise 0 and, in where (may be
+ * NULL), "before +OFFSET" / "after +OFFSET" of the first changed byte. */
+int mt_guard_check(gpu_backend *be, const mt_buffer *buf, char *where, size_t where_cap);
+metrale_status mt_upload(gpu_backend *be, const mt_buffer *buf, const void *src);
+metrale_status mt_download(gpu_backend *be, void *dst, const mt_buffer *buf);
+
+#endif

@@ -1,0 +1,111 @@
+/* conv module: causal depthwise conv1d + SiLU with a K-1 state per slot and channel. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static const uint32_t channels[] = {1, 7, 48, 300};
+static const uint32_t widths[] = {2, 4};
+
+/* One sequence of tokens [t0, t1) from state slot (zeros for -1): y_ref [T,C] and,
+ * unless -1, the new state into state_ref [n_slots, C, K-1] (exact values). */
+static void ref_conv(double *y_ref, double *state_ref, const metrale_bf16 *x, const metrale_bf16 *w,
+                     int32_t slot, uint32_t t0, uint32_t t1, uint32_t c, uint32_t kw) {
+  uint32_t hist = kw - 1, len = t1 - t0;
+  double *win = cf_alloc(hist + len, sizeof *win);
+  for (uint32_t ch = 0; ch < c; ch++) {
+    for (uint32_t i = 0; i < hist; i++)
+      win[i] = slot < 0 ? 0.0 : state_ref[((size_t)slot * c + ch) * hist + i];
+    for (uint32_t t = 0; t < len; t++) win[hist + t] = mt_bf(x[(size_t)(t0 + t) * c + ch]);
+    for (uint32_t t = 0; t < len; t++) {
+      double acc = 0.0;
+      for (uint32_t j = 0; j < kw; j++) acc += mt_bf(w[(size_t)ch * kw + j]) * win[t + j];
+      y_ref[(size_t)(t0 + t) * c + ch] = acc / (1.0 + exp(-acc));
+    }
+    if (slot >= 0)
+      for (uint32_t i = 0; i < hist; i++)
+        state_ref[((size_t)slot * c + ch) * hist + i] = win[len + i];
+  }
+  free(win);
+}
+
+/* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each). */
+static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
+                     const int32_t *cu, uint32_t n_slots) {
+  int prefill = cu != NULL;
+  uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
+  size_t per = (size_t)c * (kw - 1), ns = n_slots * per, nx = (size_t)t * c;
+  metrale_bf16 *x = cf_alloc(nx, 2), *w = cf_alloc((size_t)c * kw, 2);
+  float *state = cf_alloc(ns, sizeof(float));
+  int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
+  mt_fill_bf16(&ctx->rng, x, nx, -2, 2);
+  mt_fill_bf16(&ctx->rng, w, (size_t)c * kw, -1, 1);
+  mt_fill_f32(&ctx->rng, state, ns, -2, 2); /* f32 values that are not bf16: kept exactly */
+  cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
+  double *y_ref = cf_alloc(nx, sizeof(double)), *state_ref = cf_alloc(ns, sizeof(double));
+  mt_f32_to_double(state_ref, state, ns);
+  for (uint32_t s = 0; s < nseq; s++)
+    ref_conv(y_ref, state_ref, x, w, slots[s], prefill ? (uint32_t)cu[s] : s,
+             prefill ? (uint32_t)cu[s + 1] : s + 1, c, kw);
+
+  cf_launch l;
+  cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
+                 (gpu_dim3){(c + 255) / 256, nseq, 1});
+  int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, nx, NULL, CF_TOL_BF16);
+  int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0);
+  int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)c * kw, w, 0);
+  int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, ns, state, 0);
+  l.buf[bs].guard = per * sizeof(float); /* a write to slot -1 lands in the guard */
+  int bcu = prefill ? cf_buf_add(&l, "cu_seqlens", CF_I32, CF_IN, nseq + 1, cu, 0) : -1;
+  int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, nseq, slots, 0);
+  cf_arg_buf(&l, by);
+  cf_arg_buf(&l, bx);
+  cf_arg_buf(&l, bw);
+  cf_arg_buf(&l, bs);
+  if (prefill) cf_arg_buf(&l, bcu);
+  cf_arg_buf(&l, bsl);
+  cf_arg_u32(&l, nseq);
+  cf_arg_u32(&l, c);
+  cf_arg_u32(&l, kw);
+  if (cf_run(ctx, &l, kern)) {
+    cf_check_bf16(ctx, "y", cf_bf16(&l, by), y_ref, nx, CF_TOL_BF16);
+    /* the state only ever holds copies of inputs and old state: exact */
+    cf_check_state(ctx, "conv state", cf_f32(&l, bs), state, state_ref, per, n_slots, slots, nseq,
+                   0.0);
+  }
+  cf_launch_free(&l);
+  free(x), free(w), free(state), free(slots), free(y_ref), free(state_ref);
+}
+
+Test(conv, conv1d_prefill) {
+  CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill);
+  static const int32_t lens_a[] = {0, 1, 2, 5, 33}, lens_b[] = {3, 1, 1}, lens_c[] = {6};
+  static const struct {
+    const int32_t *lens;
+    uint32_t n;
+  } cases[] = {{lens_a, 5}, {lens_b, 3}, {lens_c, 1}};
+  for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++)
+    for (size_t ki = 0; ki < sizeof widths / sizeof widths[0]; ki++)
+      for (size_t si = 0; si < sizeof cases / sizeof cases[0]; si++) {
+        int32_t cu[8] = {0};
+        for (uint32_t s = 0; s < cases[si].n; s++) cu[s + 1] = cu[s] + cases[si].lens[s];
+        snprintf(ctx.shape, sizeof ctx.shape, "C=%u K=%u S=%u T=%d", channels[ci], widths[ki],
+                 cases[si].n, cu[cases[si].n]);
+        run_case(&ctx, kern, channels[ci], widths[ki], cases[si].n, cu, cases[si].n + 2);
+      }
+  cf_close(&ctx);
+}
+
+Test(conv, conv1d_update) {
+  CF_BEGIN(ctx, kern, METRALE_K_conv1d_update);
+  static const uint32_t batches[] = {1, 2, 5};
+  for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++)
+    for (size_t ki = 0; ki < sizeof widths / sizeof widths[0]; ki++)
+      for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+        snprintf(ctx.shape, sizeof ctx.shape, "C=%u K=%u B=%u", channels[ci], widths[ki],
+                 batches[bi]);
+        run_case(&ctx, kern, channels[ci], widths[ki], batches[bi], NULL, batches[bi] + 2);
+      }
+  cf_close(&ctx);
+}

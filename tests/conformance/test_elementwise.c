@@ -1,0 +1,65 @@
+/* elementwise module: add, silu_mul. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "harness.h"
+
+Test(elementwise, add) {
+  CF_BEGIN(ctx, k, METRALE_K_add);
+  static const uint32_t sizes[] = {1, 7, 129, 1000, 4097};
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    uint32_t n = sizes[si];
+    snprintf(ctx.shape, sizeof ctx.shape, "n=%u", n);
+    metrale_bf16 *a = cf_alloc(n, 2), *b = cf_alloc(n, 2), *want = cf_alloc(n, 2);
+    mt_fill_bf16(&ctx.rng, a, n, -8, 8);
+    mt_fill_bf16(&ctx.rng, b, n, -8, 8);
+    /* exact sum rounded to f32 then bf16: what an f32 add followed by rounding gives */
+    for (uint32_t i = 0; i < n; i++)
+      want[i] = metrale_f32_to_bf16((float)(mt_bf(a[i]) + mt_bf(b[i])));
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_add, (gpu_dim3){(n + 255) / 256, 1, 1});
+    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, n, NULL, 0);
+    int ba = cf_buf_add(&l, "a", CF_BF16, CF_IN, n, a, 0);
+    int bb = cf_buf_add(&l, "b", CF_BF16, CF_IN, n, b, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, ba);
+    cf_arg_buf(&l, bb);
+    cf_arg_u32(&l, n);
+    if (cf_run(&ctx, &l, k)) cf_check_exact(&ctx, "y", cf_bf16(&l, by), want, 2, n);
+    cf_launch_free(&l);
+    free(a), free(b), free(want);
+  }
+  cf_close(&ctx);
+}
+
+Test(elementwise, silu_mul) {
+  CF_BEGIN(ctx, k, METRALE_K_silu_mul);
+  static const struct { uint32_t rows, n; } shapes[] = {{1, 1}, {3, 7}, {2, 129}, {5, 1000}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    uint32_t rows = shapes[si].rows, n = shapes[si].n;
+    size_t cnt = (size_t)rows * n;
+    snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
+    metrale_bf16 *gu = cf_alloc(2 * cnt, 2);
+    mt_fill_bf16(&ctx.rng, gu, 2 * cnt, -6, 6);
+    double *ref = cf_alloc(cnt, sizeof(double));
+    for (uint32_t r = 0; r < rows; r++)
+      for (uint32_t i = 0; i < n; i++) {
+        double g = mt_bf(gu[(size_t)r * 2 * n + i]), u = mt_bf(gu[(size_t)r * 2 * n + n + i]);
+        ref[(size_t)r * n + i] = g / (1.0 + exp(-g)) * u;
+      }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_silu_mul, (gpu_dim3){rows, 1, 1});
+    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+    int bg = cf_buf_add(&l, "gu", CF_BF16, CF_IN, 2 * cnt, gu, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, bg);
+    cf_arg_u32(&l, rows);
+    cf_arg_u32(&l, n);
+    if (cf_run(&ctx, &l, k)) cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
+    cf_launch_free(&l);
+    free(gu), free(ref);
+  }
+  cf_close(&ctx);
+}

@@ -1,0 +1,175 @@
+/* gdn module: the gated delta rule, decode (one token per slot) and prefill (sequences
+ * given by cu_seqlens), on state [n_slots, nv, dk, dv]. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+typedef struct {
+  uint32_t nk, nv, dk, dv;
+} heads;
+
+/* ratios nv/nk of 1, 2 and 4; head dims 16, 24, 128 */
+static const heads head_shapes[] = {
+    {1, 1, 16, 16}, {1, 2, 24, 16}, {2, 8, 16, 24}, {1, 1, 128, 128}};
+#define NHEADS (sizeof head_shapes / sizeof head_shapes[0])
+
+static size_t conv_dim(const heads *h) { return 2 * (size_t)h->nk * h->dk + (size_t)h->nv * h->dv; }
+
+/* Rows of qkv [T, C] as l2norm_qk leaves them: unit q (times dk^-1/2) and k, v in [-1,1]. */
+static void fill_qkv(mt_rng *rng, metrale_bf16 *qkv, uint32_t t, const heads *h) {
+  size_t c = conv_dim(h);
+  for (uint32_t tok = 0; tok < t; tok++) {
+    metrale_bf16 *row = qkv + tok * c;
+    for (uint32_t hh = 0; hh < 2 * h->nk; hh++) {
+      double v[128], ss = 0.0;
+      for (uint32_t j = 0; j < h->dk; j++) {
+        v[j] = mt_normal(rng);
+        ss += v[j] * v[j];
+      }
+      double sc = 1.0 / sqrt(ss) * (hh < h->nk ? 1.0 / sqrt((double)h->dk) : 1.0);
+      for (uint32_t j = 0; j < h->dk; j++)
+        row[hh * h->dk + j] = metrale_f32_to_bf16((float)(v[j] * sc));
+    }
+    mt_fill_bf16(rng, row + 2 * (size_t)h->nk * h->dk, (size_t)h->nv * h->dv, -1, 1);
+  }
+}
+
+/* g in [-2, -0.01] (as -exp(A_log)*softplus gives), beta in (0, 1). */
+static void fill_gates(mt_rng *rng, float *g, float *beta, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    g[i] = (float)-exp(mt_uniform(rng, log(0.01), log(2.0)));
+    beta[i] = (float)mt_uniform(rng, 0.02, 0.98);
+  }
+}
+
+/* One token, value head vh, on S [dk,dv] (double): writes o [dv]. */
+static void ref_step(double *S, double *o, const metrale_bf16 *row, double g, double beta,
+                     uint32_t vh, const heads *h) {
+  uint32_t kh = vh / (h->nv / h->nk);
+  const metrale_bf16 *q = row + (size_t)kh * h->dk;
+  const metrale_bf16 *k = row + (size_t)h->nk * h->dk + (size_t)kh * h->dk;
+  const metrale_bf16 *v = row + 2 * (size_t)h->nk * h->dk + (size_t)vh * h->dv;
+  double decay = exp(g);
+  for (size_t i = 0; i < (size_t)h->dk * h->dv; i++) S[i] *= decay;
+  for (uint32_t j = 0; j < h->dv; j++) {
+    double kv = 0.0;
+    for (uint32_t i = 0; i < h->dk; i++) kv += mt_bf(k[i]) * S[(size_t)i * h->dv + j];
+    double d = beta * (mt_bf(v[j]) - kv);
+    for (uint32_t i = 0; i < h->dk; i++) S[(size_t)i * h->dv + j] += mt_bf(k[i]) * d;
+  }
+  for (uint32_t j = 0; j < h->dv; j++) {
+    double acc = 0.0;
+    for (uint32_t i = 0; i < h->dk; i++) acc += mt_bf(q[i]) * S[(size_t)i * h->dv + j];
+    o[j] = acc;
+  }
+}
+
+/* Runs a sequence of tokens [t0, t1) for every value head from state slot (or zeros
+ * for -1), writing o_ref [T, nv, dv] and the final state into state_ref unless -1. */
+static void ref_sequence(double *o_ref, double *state_ref, const metrale_bf16 *qkv, const float *g,
+                         const float *beta, int32_t slot, uint32_t t0, uint32_t t1,
+                         const heads *h) {
+  size_t per = (size_t)h->dk * h->dv, c = conv_dim(h);
+  double *S = cf_alloc(per, sizeof *S);
+  for (uint32_t vh = 0; vh < h->nv; vh++) {
+    if (slot >= 0)
+      memcpy(S, state_ref + ((size_t)slot * h->nv + vh) * per, per * sizeof *S);
+    else
+      memset(S, 0, per * sizeof *S);
+    for (uint32_t t = t0; t < t1; t++)
+      ref_step(S, o_ref + ((size_t)t * h->nv + vh) * h->dv, qkv + t * c, g[(size_t)t * h->nv + vh],
+               beta[(size_t)t * h->nv + vh], vh, h);
+    if (slot >= 0) memcpy(state_ref + ((size_t)slot * h->nv + vh) * per, S, per * sizeof *S);
+  }
+  free(S);
+}
+
+/* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence. */
+static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq, const int32_t *cu,
+                     uint32_t n_slots) {
+  int prefill = cu != NULL;
+  uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
+  size_t c = conv_dim(h), per = (size_t)h->nv * h->dk * h->dv;
+  size_t no = (size_t)t * h->nv * h->dv, ng = (size_t)t * h->nv, ns = n_slots * per;
+  metrale_bf16 *qkv = cf_alloc(t * c, 2);
+  float *g = cf_alloc(ng, sizeof(float)), *beta = cf_alloc(ng, sizeof(float));
+  float *state = cf_alloc(ns, sizeof(float));
+  int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
+  fill_qkv(&ctx->rng, qkv, t, h);
+  fill_gates(&ctx->rng, g, beta, ng);
+  mt_fill_f32(&ctx->rng, state, ns, -0.5, 0.5);
+  cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
+
+  double *o_ref = cf_alloc(no, sizeof(double)), *state_ref = cf_alloc(ns, sizeof(double));
+  mt_f32_to_double(state_ref, state, ns);
+  for (uint32_t s = 0; s < nseq; s++)
+    ref_sequence(o_ref, state_ref, qkv, g, beta, slots[s], prefill ? (uint32_t)cu[s] : s,
+                 prefill ? (uint32_t)cu[s + 1] : s + 1, h);
+
+  cf_launch l;
+  cf_launch_init(&l, prefill ? METRALE_K_delta_rule_prefill : METRALE_K_delta_rule_decode,
+                 (gpu_dim3){nseq * h->nv, 1, 1});
+  int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, no, NULL, CF_TOL_BF16);
+  int bq = cf_buf_add(&l, "qkv", CF_BF16, CF_IN, t * c, qkv, 0);
+  int bg = cf_buf_add(&l, "g", CF_F32, CF_IN, ng, g, 0);
+  int bb = cf_buf_add(&l, "beta", CF_F32, CF_IN, ng, beta, 0);
+  int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, ns, state, CF_TOL_F32);
+  l.buf[bs].guard = per * sizeof(float); /* a write to slot -1 lands in the guard */
+  int bcu = prefill ? cf_buf_add(&l, "cu_seqlens", CF_I32, CF_IN, nseq + 1, cu, 0) : -1;
+  int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, nseq, slots, 0);
+  cf_arg_buf(&l, bo);
+  cf_arg_buf(&l, bq);
+  cf_arg_buf(&l, bg);
+  cf_arg_buf(&l, bb);
+  cf_arg_buf(&l, bs);
+  if (prefill) cf_arg_buf(&l, bcu);
+  cf_arg_buf(&l, bsl);
+  cf_arg_u32(&l, nseq);
+  cf_arg_u32(&l, h->nk);
+  cf_arg_u32(&l, h->nv);
+  cf_arg_u32(&l, h->dk);
+  cf_arg_u32(&l, h->dv);
+  if (cf_run(ctx, &l, kern)) {
+    cf_check_bf16(ctx, "o", cf_bf16(&l, bo), o_ref, no, CF_TOL_BF16);
+    cf_check_state(ctx, "state", cf_f32(&l, bs), state, state_ref, per, n_slots, slots, nseq,
+                   CF_TOL_F32);
+  }
+  cf_launch_free(&l);
+  free(qkv), free(g), free(beta), free(state), free(slots), free(o_ref), free(state_ref);
+}
+
+Test(gdn, delta_rule_decode) {
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_decode);
+  static const uint32_t batches[] = {1, 3, 5};
+  for (size_t hi = 0; hi < NHEADS; hi++)
+    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+      const heads *h = &head_shapes[hi];
+      uint32_t bsz = batches[bi];
+      snprintf(ctx.shape, sizeof ctx.shape, "B=%u nk=%u nv=%u dk=%u dv=%u", bsz, h->nk, h->nv,
+               h->dk, h->dv);
+      run_case(&ctx, kern, h, bsz, NULL, bsz + 2);
+    }
+  cf_close(&ctx);
+}
+
+Test(gdn, delta_rule_prefill) {
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill);
+  static const int32_t lens_a[] = {0, 1, 2, 5, 33}, lens_b[] = {3, 1}, lens_c[] = {7};
+  static const struct {
+    const int32_t *lens;
+    uint32_t n;
+  } cases[] = {{lens_a, 5}, {lens_b, 2}, {lens_c, 1}};
+  for (size_t hi = 0; hi < NHEADS; hi++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+      const heads *h = &head_shapes[hi];
+      if (h->dk == 128 && ci == 0) continue; /* keep the big heads to short sequences */
+      int32_t cu[8] = {0};
+      for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
+      snprintf(ctx.shape, sizeof ctx.shape, "S=%u T=%d nk=%u nv=%u dk=%u dv=%u", cases[ci].n,
+               cu[cases[ci].n], h->nk, h->nv, h->dk, h->dv);
+      run_case(&ctx, kern, h, cases[ci].n, cu, cases[ci].n + 2);
+    }
+  cf_close(&ctx);
+}

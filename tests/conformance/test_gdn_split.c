@@ -1,0 +1,193 @@
+/* gdn module, data movement: split_qkvzba (Qwen3-Next), split_qkvzba35 (Qwen3.5),
+ * l2norm_qk, gates. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+typedef struct {
+  uint32_t t, nk, nv, dk, dv;
+} heads;
+
+static const heads split_shapes[] = {{1, 1, 1, 16, 16},
+                                     {3, 2, 4, 16, 24},
+                                     {5, 1, 2, 24, 16},
+                                     {2, 2, 8, 16, 16},
+                                     {2, 2, 2, 128, 128}};
+#define NSPLIT (sizeof split_shapes / sizeof split_shapes[0])
+
+/* qwen35: [q | k | v | z | b | a]; else per key head groups then per key head (b | a). */
+static void run_split(metrale_kernel_id id, int qwen35) {
+  CF_BEGIN(ctx, kern, id);
+  for (size_t si = 0; si < NSPLIT; si++) {
+    const heads *s = &split_shapes[si];
+    uint32_t r = s->nv / s->nk;
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u nk=%u nv=%u dk=%u dv=%u", s->t, s->nk, s->nv, s->dk,
+             s->dv);
+    size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv;
+    size_t zw = (size_t)s->nv * s->dv;
+    size_t width = c + zw + 2 * (size_t)s->nv; /* same total in both layouts */
+    metrale_bf16 *p = cf_alloc(s->t * width, 2);
+    mt_fill_bf16(&ctx.rng, p, s->t * width, -4, 4);
+    metrale_bf16 *mixed = cf_alloc(s->t * c, 2), *z = cf_alloc(s->t * zw, 2);
+    metrale_bf16 *b = cf_alloc((size_t)s->t * s->nv, 2), *a = cf_alloc((size_t)s->t * s->nv, 2);
+    for (uint32_t t = 0; t < s->t; t++) {
+      const metrale_bf16 *row = p + t * width;
+      metrale_bf16 *m = mixed + t * c;
+      if (qwen35) {
+        memcpy(m, row, c * 2);
+        memcpy(z + t * zw, row + c, zw * 2);
+        memcpy(b + (size_t)t * s->nv, row + c + zw, s->nv * 2);
+        memcpy(a + (size_t)t * s->nv, row + c + zw + s->nv, s->nv * 2);
+        continue;
+      }
+      size_t group = 2 * (size_t)s->dk + 2 * (size_t)r * s->dv;
+      for (uint32_t kh = 0; kh < s->nk; kh++) {
+        const metrale_bf16 *g = row + kh * group;
+        for (uint32_t i = 0; i < s->dk; i++) {
+          m[kh * s->dk + i] = g[i];                                 /* q */
+          m[(size_t)s->nk * s->dk + kh * s->dk + i] = g[s->dk + i]; /* k */
+        }
+        for (uint32_t i = 0; i < r * s->dv; i++) {
+          m[2 * (size_t)s->nk * s->dk + (size_t)kh * r * s->dv + i] = g[2 * s->dk + i]; /* v */
+          z[t * zw + (size_t)kh * r * s->dv + i] = g[2 * s->dk + r * s->dv + i];        /* z */
+        }
+        const metrale_bf16 *ba = row + s->nk * group + (size_t)kh * 2 * r;
+        for (uint32_t i = 0; i < r; i++) {
+          b[(size_t)t * s->nv + kh * r + i] = ba[i];
+          a[(size_t)t * s->nv + kh * r + i] = ba[r + i];
+        }
+      }
+    }
+
+    cf_launch l;
+    cf_launch_init(&l, id, (gpu_dim3){s->t, 1, 1});
+    int bm = cf_buf_add(&l, "mixed", CF_BF16, CF_OUT, s->t * c, NULL, 0);
+    int bz = cf_buf_add(&l, "z", CF_BF16, CF_OUT, s->t * zw, NULL, 0);
+    int bb = cf_buf_add(&l, "b", CF_BF16, CF_OUT, (size_t)s->t * s->nv, NULL, 0);
+    int ba = cf_buf_add(&l, "a", CF_BF16, CF_OUT, (size_t)s->t * s->nv, NULL, 0);
+    int bp = cf_buf_add(&l, "p", CF_BF16, CF_IN, s->t * width, p, 0);
+    cf_arg_buf(&l, bm);
+    cf_arg_buf(&l, bz);
+    cf_arg_buf(&l, bb);
+    cf_arg_buf(&l, ba);
+    cf_arg_buf(&l, bp);
+    cf_arg_u32(&l, s->t);
+    cf_arg_u32(&l, s->nk);
+    cf_arg_u32(&l, s->nv);
+    cf_arg_u32(&l, s->dk);
+    cf_arg_u32(&l, s->dv);
+    if (cf_run(&ctx, &l, kern)) {
+      cf_check_exact(&ctx, "mixed", cf_bf16(&l, bm), mixed, 2, s->t * c);
+      cf_check_exact(&ctx, "z", cf_bf16(&l, bz), z, 2, s->t * zw);
+      cf_check_exact(&ctx, "b", cf_bf16(&l, bb), b, 2, (size_t)s->t * s->nv);
+      cf_check_exact(&ctx, "a", cf_bf16(&l, ba), a, 2, (size_t)s->t * s->nv);
+    }
+    cf_launch_free(&l);
+    free(p), free(mixed), free(z), free(b), free(a);
+  }
+  cf_close(&ctx);
+}
+
+Test(gdn, split_qkvzba) { run_split(METRALE_K_split_qkvzba, 0); }
+Test(gdn, split_qkvzba35) { run_split(METRALE_K_split_qkvzba35, 1); }
+
+Test(gdn, l2norm_qk) {
+  CF_BEGIN(ctx, kern, METRALE_K_l2norm_qk);
+  static const struct {
+    uint32_t t, nk, dk, extra; /* ld = 2*nk*dk + extra */
+  } shapes[] = {{1, 1, 16, 0}, {3, 2, 24, 40}, {4, 4, 128, 64}, {7, 1, 16, 7}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    uint32_t t = shapes[si].t, nk = shapes[si].nk, dk = shapes[si].dk;
+    uint32_t ld = 2 * nk * dk + shapes[si].extra;
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u nk=%u dk=%u ld=%u", t, nk, dk, ld);
+    size_t n = (size_t)t * ld;
+    metrale_bf16 *x = cf_alloc(n, 2);
+    mt_fill_bf16(&ctx.rng, x, n, -3, 3);
+    double *ref = cf_alloc(n, sizeof(double));
+    mt_bf16_to_double(ref, x, n);
+    size_t nh = (size_t)t * 2 * nk * dk; /* normalised values, compared as one vector */
+    double *ref_heads = cf_alloc(nh, sizeof(double));
+    size_t h = 0;
+    for (uint32_t tok = 0; tok < t; tok++)
+      for (uint32_t hh = 0; hh < 2 * nk; hh++) {
+        double *v = ref + (size_t)tok * ld + (size_t)hh * dk;
+        double ss = 0.0;
+        for (uint32_t j = 0; j < dk; j++) ss += v[j] * v[j];
+        double sc = 1.0 / sqrt(ss + 1e-6) * (hh < nk ? 1.0 / sqrt((double)dk) : 1.0);
+        for (uint32_t j = 0; j < dk; j++) ref_heads[h++] = v[j] * sc;
+      }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_l2norm_qk, (gpu_dim3){t * 2 * nk, 1, 1});
+    int bx = cf_buf_add(&l, "x", CF_BF16, CF_INOUT, n, x, CF_TOL_BF16);
+    cf_arg_buf(&l, bx);
+    cf_arg_u32(&l, t);
+    cf_arg_u32(&l, nk);
+    cf_arg_u32(&l, dk);
+    cf_arg_u32(&l, ld);
+    if (cf_run(&ctx, &l, kern)) {
+      const metrale_bf16 *got = cf_bf16(&l, bx);
+      metrale_bf16 *qk = cf_alloc(nh, 2);
+      for (uint32_t tok = 0; tok < t; tok++) {
+        memcpy(qk + (size_t)tok * 2 * nk * dk, got + (size_t)tok * ld, 2 * (size_t)nk * dk * 2);
+        /* the rest of the row (v, or whatever follows) is not the kernel's */
+        cf_check_exact(&ctx, "row tail", got + (size_t)tok * ld + 2 * nk * dk,
+                       x + (size_t)tok * ld + 2 * nk * dk, 2, shapes[si].extra);
+      }
+      cf_check_bf16(&ctx, "q/k heads", qk, ref_heads, nh, CF_TOL_BF16);
+      free(qk);
+    }
+    cf_launch_free(&l);
+    free(x), free(ref), free(ref_heads);
+  }
+  cf_close(&ctx);
+}
+
+Test(gdn, gates) {
+  CF_BEGIN(ctx, kern, METRALE_K_gates);
+  static const struct { uint32_t t, nv; } shapes[] = {{1, 1}, {7, 3}, {33, 32}, {2, 129}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    uint32_t t = shapes[si].t, nv = shapes[si].nv, n = t * nv;
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u nv=%u", t, nv);
+    metrale_bf16 *a = cf_alloc(n, 2), *b = cf_alloc(n, 2), *dt = cf_alloc(nv, 2);
+    float *alog = cf_alloc(nv, sizeof(float));
+    mt_fill_bf16(&ctx.rng, a, n, -8, 26); /* crosses the softplus threshold at 20 */
+    mt_fill_bf16(&ctx.rng, b, n, -6, 6);
+    mt_fill_bf16(&ctx.rng, dt, nv, -1, 1);
+    mt_fill_f32(&ctx.rng, alog, nv, -2, 1.5);
+    double *g_ref = cf_alloc(n, sizeof(double)), *beta_ref = cf_alloc(n, sizeof(double));
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t h = i % nv;
+      double x = mt_bf(a[i]) + mt_bf(dt[h]);
+      double sp = x > 20.0 ? x : log1p(exp(x));
+      g_ref[i] = -exp((double)alog[h]) * sp;
+      beta_ref[i] = 1.0 / (1.0 + exp(-mt_bf(b[i])));
+    }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_gates, (gpu_dim3){(n + 255) / 256, 1, 1});
+    int bg = cf_buf_add(&l, "g", CF_F32, CF_OUT, n, NULL, CF_TOL_F32);
+    int bbeta = cf_buf_add(&l, "beta", CF_F32, CF_OUT, n, NULL, CF_TOL_F32);
+    int ba = cf_buf_add(&l, "a", CF_BF16, CF_IN, n, a, 0);
+    int bb = cf_buf_add(&l, "b", CF_BF16, CF_IN, n, b, 0);
+    int bl = cf_buf_add(&l, "a_log", CF_F32, CF_IN, nv, alog, 0);
+    int bd = cf_buf_add(&l, "dt_bias", CF_BF16, CF_IN, nv, dt, 0);
+    cf_arg_buf(&l, bg);
+    cf_arg_buf(&l, bbeta);
+    cf_arg_buf(&l, ba);
+    cf_arg_buf(&l, bb);
+    cf_arg_buf(&l, bl);
+    cf_arg_buf(&l, bd);
+    cf_arg_u32(&l, n);
+    cf_arg_u32(&l, nv);
+    if (cf_run(&ctx, &l, kern)) {
+      cf_check_f32(&ctx, "g", cf_f32(&l, bg), g_ref, n, CF_TOL_F32);
+      cf_check_f32(&ctx, "beta", cf_f32(&l, bbeta), beta_ref, n, CF_TOL_F32);
+    }
+    cf_launch_free(&l);
+    free(a), free(b), free(dt), free(alog), free(g_ref), free(beta_ref);
+  }
+  cf_close(&ctx);
+}

@@ -1,0 +1,227 @@
+/* moe module: router top-k, routed gate/up and down projections, combine. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+Test(moe, moe_topk) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_topk);
+  static const struct {
+    uint32_t t, e, ld, k, norm;
+  } shapes[] = {
+      {1, 4, 4, 1, 1}, {5, 10, 12, 3, 0}, {7, 64, 65, 8, 1}, {3, 5, 5, 5, 1}, {9, 33, 40, 4, 0}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    uint32_t t = shapes[si].t, e = shapes[si].e, ld = shapes[si].ld, k = shapes[si].k;
+    uint32_t norm = shapes[si].norm;
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u E=%u ld=%u k=%u norm=%u", t, e, ld, k, norm);
+    float *logits = cf_alloc((size_t)t * ld, sizeof(float));
+    for (uint32_t tok = 0; tok < t; tok++) {
+      float *l = logits + (size_t)tok * ld;
+      /* values on a grid of 1/8 so that distinct logits are far apart in p; odd tokens
+       * get exact ties, which must go to the lower expert id */
+      for (uint32_t i = 0; i < e; i++) l[i] = (float)((int)mt_below(&ctx.rng, 64) - 32) / 8.0f;
+      if (tok % 2 == 1 && e > 1) {
+        uint32_t best = 0;
+        for (uint32_t i = 1; i < e; i++) best = l[i] > l[best] ? i : best;
+        l[mt_below(&ctx.rng, e)] = l[best];
+      }
+      for (uint32_t i = e; i < ld; i++) l[i] = 1000.0f; /* beyond E: must be ignored */
+    }
+    int32_t *idx_ref = cf_alloc((size_t)t * k, sizeof(int32_t));
+    double *w_ref = cf_alloc((size_t)t * k, sizeof(double));
+    double *p = cf_alloc(e, sizeof(double));
+    char *taken = cf_alloc(e, 1);
+    for (uint32_t tok = 0; tok < t; tok++) {
+      const float *l = logits + (size_t)tok * ld;
+      double mx = l[0], sum = 0.0, wsum = 0.0;
+      for (uint32_t i = 1; i < e; i++) mx = l[i] > mx ? l[i] : mx;
+      for (uint32_t i = 0; i < e; i++) sum += p[i] = exp(l[i] - mx);
+      memset(taken, 0, e);
+      for (uint32_t j = 0; j < k; j++) {
+        int best = -1;
+        for (uint32_t i = 0; i < e; i++)
+          if (!taken[i] && (best < 0 || p[i] > p[best])) best = (int)i; /* strict: lower id wins */
+        taken[best] = 1;
+        idx_ref[(size_t)tok * k + j] = best;
+        w_ref[(size_t)tok * k + j] = p[best] / sum;
+        wsum += p[best] / sum;
+      }
+      if (norm)
+        for (uint32_t j = 0; j < k; j++) w_ref[(size_t)tok * k + j] /= wsum;
+    }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_moe_topk, (gpu_dim3){t, 1, 1});
+    int bi = cf_buf_add(&l, "idx", CF_I32, CF_OUT, (size_t)t * k, NULL, 0);
+    int bw = cf_buf_add(&l, "w", CF_F32, CF_OUT, (size_t)t * k, NULL, CF_TOL_F32);
+    int bl = cf_buf_add(&l, "logits", CF_F32, CF_IN, (size_t)t * ld, logits, 0);
+    cf_arg_buf(&l, bi);
+    cf_arg_buf(&l, bw);
+    cf_arg_buf(&l, bl);
+    cf_arg_u32(&l, t);
+    cf_arg_u32(&l, e);
+    cf_arg_u32(&l, ld);
+    cf_arg_u32(&l, k);
+    cf_arg_u32(&l, norm);
+    if (cf_run(&ctx, &l, kern)) {
+      cf_check_exact(&ctx, "idx", cf_i32(&l, bi), idx_ref, sizeof(int32_t), (size_t)t * k);
+      cf_check_f32(&ctx, "w", cf_f32(&l, bw), w_ref, (size_t)t * k, CF_TOL_F32);
+    }
+    cf_launch_free(&l);
+    free(logits), free(idx_ref), free(w_ref), free(p), free(taken);
+  }
+  cf_close(&ctx);
+}
+
+typedef struct {
+  uint32_t t, k, e, h, n; /* tokens, top-k, experts, hidden, features of the projection */
+} moe_shape;
+
+static const moe_shape moe_shapes[] = {
+    {1, 1, 2, 16, 8}, {3, 2, 4, 129, 70}, {5, 4, 8, 64, 130}, {2, 3, 3, 7, 1}};
+#define NMOE (sizeof moe_shapes / sizeof moe_shapes[0])
+
+static void random_experts(mt_rng *rng, int32_t *idx, uint32_t r, uint32_t e) {
+  for (uint32_t j = 0; j < r; j++) idx[j] = (int32_t)mt_below(rng, e);
+}
+
+Test(moe, moe_gate_up) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_gate_up);
+  for (size_t si = 0; si < NMOE; si++) {
+    const moe_shape *s = &moe_shapes[si];
+    uint32_t r = s->t * s->k, n = 2 * s->n; /* gate rows then up rows */
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u k=%u E=%u H=%u N=%u", s->t, s->k, s->e, s->h, n);
+    size_t nx = (size_t)s->t * s->h, nw = (size_t)s->e * n * s->h, ny = (size_t)r * n;
+    metrale_bf16 *x = cf_alloc(nx, 2), *w = cf_alloc(nw, 2);
+    int32_t *idx = cf_alloc(r, sizeof(int32_t));
+    mt_fill_bf16(&ctx.rng, x, nx, -1, 1);
+    mt_fill_bf16(&ctx.rng, w, nw, -1, 1);
+    random_experts(&ctx.rng, idx, r, s->e);
+    double *ref = cf_alloc(ny, sizeof(double));
+    for (uint32_t j = 0; j < r; j++)
+      for (uint32_t f = 0; f < n; f++) {
+        const metrale_bf16 *wr = w + ((size_t)idx[j] * n + f) * s->h,
+                           *xr = x + (size_t)(j / s->k) * s->h;
+        double acc = 0.0;
+        for (uint32_t i = 0; i < s->h; i++) acc += mt_bf(wr[i]) * mt_bf(xr[i]);
+        ref[(size_t)j * n + f] = acc;
+      }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_moe_gate_up, (gpu_dim3){r, (n + 63) / 64, 1});
+    int bg = cf_buf_add(&l, "gu", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16);
+    int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0);
+    int bi = cf_buf_add(&l, "idx", CF_I32, CF_IN, r, idx, 0);
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
+    cf_arg_buf(&l, bg);
+    cf_arg_buf(&l, bx);
+    cf_arg_buf(&l, bi);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, r);
+    cf_arg_u32(&l, s->k);
+    cf_arg_u32(&l, s->h);
+    cf_arg_u32(&l, n);
+    if (cf_run(&ctx, &l, kern)) cf_check_bf16(&ctx, "gu", cf_bf16(&l, bg), ref, ny, CF_TOL_BF16);
+    cf_launch_free(&l);
+    free(x), free(w), free(idx), free(ref);
+  }
+  cf_close(&ctx);
+}
+
+Test(moe, moe_down) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_down);
+  for (size_t si = 0; si < NMOE; si++) {
+    const moe_shape *s = &moe_shapes[si];
+    uint32_t r = s->t * s->k, n = s->n, h = s->h;
+    snprintf(ctx.shape, sizeof ctx.shape, "R=%u E=%u H=%u N=%u", r, s->e, h, n);
+    size_t na = (size_t)r * n, nw = (size_t)s->e * h * n, ny = (size_t)r * h;
+    metrale_bf16 *act = cf_alloc(na, 2), *w = cf_alloc(nw, 2);
+    int32_t *idx = cf_alloc(r, sizeof(int32_t));
+    mt_fill_bf16(&ctx.rng, act, na, -1, 1);
+    mt_fill_bf16(&ctx.rng, w, nw, -1, 1);
+    random_experts(&ctx.rng, idx, r, s->e);
+    double *ref = cf_alloc(ny, sizeof(double));
+    for (uint32_t j = 0; j < r; j++)
+      for (uint32_t f = 0; f < h; f++) {
+        const metrale_bf16 *wr = w + ((size_t)idx[j] * h + f) * n, *ar = act + (size_t)j * n;
+        double acc = 0.0;
+        for (uint32_t i = 0; i < n; i++) acc += mt_bf(wr[i]) * mt_bf(ar[i]);
+        ref[(size_t)j * h + f] = acc;
+      }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_moe_down, (gpu_dim3){r, (h + 63) / 64, 1});
+    int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
+    int ba = cf_buf_add(&l, "act", CF_BF16, CF_IN, na, act, 0);
+    int bi = cf_buf_add(&l, "idx", CF_I32, CF_IN, r, idx, 0);
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, ba);
+    cf_arg_buf(&l, bi);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, r);
+    cf_arg_u32(&l, h);
+    cf_arg_u32(&l, n);
+    if (cf_run(&ctx, &l, kern)) cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, ny, CF_TOL_F32);
+    cf_launch_free(&l);
+    free(act), free(w), free(idx), free(ref);
+  }
+  cf_close(&ctx);
+}
+
+Test(moe, moe_combine) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_combine);
+  static const struct {
+    uint32_t t, k, h, ld, col;
+  } shapes[] = {{1, 1, 7, 3, 2}, {4, 2, 129, 10, 9}, {6, 8, 64, 65, 64}, {3, 3, 1000, 1, 0}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    uint32_t t = shapes[si].t, k = shapes[si].k, h = shapes[si].h, ld = shapes[si].ld;
+    uint32_t col = shapes[si].col;
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u k=%u H=%u ld=%u col=%u", t, k, h, ld, col);
+    size_t nh = (size_t)t * h, ny = (size_t)t * k * h;
+    metrale_bf16 *res = cf_alloc(nh, 2), *shared = cf_alloc(nh, 2);
+    float *y = cf_alloc(ny, sizeof(float)), *w = cf_alloc((size_t)t * k, sizeof(float));
+    float *gate = cf_alloc((size_t)t * ld, sizeof(float));
+    mt_fill_bf16(&ctx.rng, res, nh, -4, 4);
+    mt_fill_bf16(&ctx.rng, shared, nh, -1, 1);
+    mt_fill_f32(&ctx.rng, y, ny, -1, 1);
+    mt_fill_f32(&ctx.rng, w, (size_t)t * k, 0, 1);
+    mt_fill_f32(&ctx.rng, gate, (size_t)t * ld, -3, 3);
+    double *ref = cf_alloc(nh, sizeof(double));
+    for (uint32_t tok = 0; tok < t; tok++) {
+      double sg = 1.0 / (1.0 + exp(-(double)gate[(size_t)tok * ld + col]));
+      for (uint32_t f = 0; f < h; f++) {
+        size_t o = (size_t)tok * h + f;
+        double acc = mt_bf(res[o]) + sg * mt_bf(shared[o]);
+        for (uint32_t j = 0; j < k; j++)
+          acc += (double)w[(size_t)tok * k + j] * y[((size_t)tok * k + j) * h + f];
+        ref[o] = acc;
+      }
+    }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_moe_combine, (gpu_dim3){t, 1, 1});
+    int bo = cf_buf_add(&l, "out", CF_BF16, CF_OUT, nh, NULL, CF_TOL_BF16);
+    int br = cf_buf_add(&l, "res", CF_BF16, CF_IN, nh, res, 0);
+    int by = cf_buf_add(&l, "y", CF_F32, CF_IN, ny, y, 0);
+    int bw = cf_buf_add(&l, "w", CF_F32, CF_IN, (size_t)t * k, w, 0);
+    int bs = cf_buf_add(&l, "shared", CF_BF16, CF_IN, nh, shared, 0);
+    int bg = cf_buf_add(&l, "gate", CF_F32, CF_IN, (size_t)t * ld, gate, 0);
+    cf_arg_buf(&l, bo);
+    cf_arg_buf(&l, br);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, bw);
+    cf_arg_buf(&l, bs);
+    cf_arg_buf(&l, bg);
+    cf_arg_u32(&l, t);
+    cf_arg_u32(&l, k);
+    cf_arg_u32(&l, h);
+    cf_arg_u32(&l, ld);
+    cf_arg_u32(&l, col);
+    if (cf_run(&ctx, &l, kern)) cf_check_bf16(&ctx, "out", cf_bf16(&l, bo), ref, nh, CF_TOL_BF16);
+    cf_launch_free(&l);
+    free(res), free(shared), free(y), free(w), free(gate), free(ref);
+  }
+  cf_close(&ctx);
+}

@@ -1,0 +1,143 @@
+/* norm module: rmsnorm, add_rmsnorm, gated_rmsnorm against double references. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "harness.h"
+
+static const struct {
+  uint32_t rows, n;
+} shapes[] = {{1, 1}, {3, 7}, {5, 129}, {2, 1000}, {17, 64}};
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+static const float eps = 1e-6f;
+
+/* y = x * rsqrt(mean(x^2) + eps) * (1 + w) over rows of x [rows, n] (doubles). */
+static void ref_rmsnorm(double *y, const double *x, const metrale_bf16 *w, uint32_t rows,
+                        uint32_t n) {
+  for (uint32_t r = 0; r < rows; r++) {
+    const double *xr = x + (size_t)r * n;
+    double ss = 0.0;
+    for (uint32_t i = 0; i < n; i++) ss += xr[i] * xr[i];
+    double inv = 1.0 / sqrt(ss / n + (double)eps);
+    for (uint32_t i = 0; i < n; i++) y[(size_t)r * n + i] = xr[i] * inv * (1.0 + mt_bf(w[i]));
+  }
+}
+
+Test(norm, rmsnorm) {
+  CF_BEGIN(ctx, k, METRALE_K_rmsnorm);
+  for (size_t si = 0; si < NSHAPES; si++) {
+    uint32_t rows = shapes[si].rows, n = shapes[si].n;
+    size_t cnt = (size_t)rows * n;
+    snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
+    metrale_bf16 *x = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
+    mt_fill_bf16(&ctx.rng, x, cnt, -2, 2);
+    mt_fill_bf16(&ctx.rng, w, n, -0.5, 0.5);
+    double *xd = cf_alloc(cnt, sizeof(double)), *ref = cf_alloc(cnt, sizeof(double));
+    mt_bf16_to_double(xd, x, cnt);
+    ref_rmsnorm(ref, xd, w, rows, n);
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_rmsnorm, (gpu_dim3){rows, 1, 1});
+    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+    int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, cnt, x, 0);
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, bx);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, rows);
+    cf_arg_u32(&l, n);
+    cf_arg_f32(&l, eps);
+    if (cf_run(&ctx, &l, k)) cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
+    cf_launch_free(&l);
+    free(x), free(w), free(xd), free(ref);
+  }
+  cf_close(&ctx);
+}
+
+Test(norm, add_rmsnorm) {
+  CF_BEGIN(ctx, k, METRALE_K_add_rmsnorm);
+  for (size_t si = 0; si < NSHAPES; si++) {
+    uint32_t rows = shapes[si].rows, n = shapes[si].n;
+    size_t cnt = (size_t)rows * n;
+    snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
+    metrale_bf16 *a = cf_alloc(cnt, 2), *b = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
+    metrale_bf16 *h_ref = cf_alloc(cnt, 2);
+    mt_fill_bf16(&ctx.rng, a, cnt, -2, 2);
+    mt_fill_bf16(&ctx.rng, b, cnt, -2, 2);
+    mt_fill_bf16(&ctx.rng, w, n, -0.5, 0.5);
+    double *hd = cf_alloc(cnt, sizeof(double)), *ref = cf_alloc(cnt, sizeof(double));
+    for (size_t i = 0; i < cnt; i++) {
+      /* the exact sum, rounded once to f32 (as an f32 add) and then to bf16 */
+      h_ref[i] = metrale_f32_to_bf16((float)(mt_bf(a[i]) + mt_bf(b[i])));
+      hd[i] = mt_bf(h_ref[i]);
+    }
+    ref_rmsnorm(ref, hd, w, rows, n);
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_add_rmsnorm, (gpu_dim3){rows, 1, 1});
+    int bh = cf_buf_add(&l, "h", CF_BF16, CF_OUT, cnt, NULL, 0);
+    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+    int ba = cf_buf_add(&l, "a", CF_BF16, CF_IN, cnt, a, 0);
+    int bb = cf_buf_add(&l, "b", CF_BF16, CF_IN, cnt, b, 0);
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
+    cf_arg_buf(&l, bh);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, ba);
+    cf_arg_buf(&l, bb);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, rows);
+    cf_arg_u32(&l, n);
+    cf_arg_f32(&l, eps);
+    if (cf_run(&ctx, &l, k)) {
+      cf_check_exact(&ctx, "h", cf_bf16(&l, bh), h_ref, 2, cnt);
+      cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
+    }
+    cf_launch_free(&l);
+    free(a), free(b), free(w), free(h_ref), free(hd), free(ref);
+  }
+  cf_close(&ctx);
+}
+
+Test(norm, gated_rmsnorm) {
+  CF_BEGIN(ctx, k, METRALE_K_gated_rmsnorm);
+  for (size_t si = 0; si < NSHAPES; si++) {
+    uint32_t rows = shapes[si].rows, n = shapes[si].n;
+    size_t cnt = (size_t)rows * n;
+    snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
+    metrale_bf16 *o = cf_alloc(cnt, 2), *z = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
+    mt_fill_bf16(&ctx.rng, o, cnt, -2, 2);
+    mt_fill_bf16(&ctx.rng, z, cnt, -4, 4);
+    mt_fill_bf16(&ctx.rng, w, n, 0.5, 1.5);
+    double *ref = cf_alloc(cnt, sizeof(double));
+    for (uint32_t r = 0; r < rows; r++) {
+      double ss = 0.0;
+      for (uint32_t i = 0; i < n; i++)
+        ss += mt_bf(o[(size_t)r * n + i]) * mt_bf(o[(size_t)r * n + i]);
+      double inv = 1.0 / sqrt(ss / n + (double)eps);
+      for (uint32_t i = 0; i < n; i++) {
+        size_t j = (size_t)r * n + i;
+        double normed = mt_round_bf16(mt_bf(o[j]) * inv); /* rounded before the gate */
+        double zz = mt_bf(z[j]);
+        ref[j] = normed * mt_bf(w[i]) * (zz / (1.0 + exp(-zz)));
+      }
+    }
+
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_gated_rmsnorm, (gpu_dim3){rows, 1, 1});
+    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+    int bo = cf_buf_add(&l, "o", CF_BF16, CF_IN, cnt, o, 0);
+    int bz = cf_buf_add(&l, "z", CF_BF16, CF_IN, cnt, z, 0);
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, bo);
+    cf_arg_buf(&l, bz);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, rows);
+    cf_arg_u32(&l, n);
+    cf_arg_f32(&l, eps);
+    if (cf_run(&ctx, &l, k)) cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
+    cf_launch_free(&l);
+    free(o), free(z), free(w), free(ref);
+  }
+  cf_close(&ctx);
+}
