@@ -1,0 +1,104 @@
+#!/bin/bash
+# test_cli.sh METRALE FIXTURES: the program's contract on the cpu backend.
+# Every refusal must exit 2 with one message on stderr and leave no output file.
+set -u
+bin=$1
+fix=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+
+# expect_refusal NAME ARGS...: exit 2, exactly one stderr line, no $tmp/out.st
+expect_refusal() {
+  local name=$1; shift
+  rm -f "$tmp/out.st" "$tmp/err"
+  "$bin" "$@" >/dev/null 2>"$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(grep -vc '^metrale run: note:' "$tmp/err")
+  if [ "$rc" -ne 2 ]; then bad "$name: exit $rc, expected 2: $(head -c 300 "$tmp/err")"
+  elif [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines, expected 1: $(cat "$tmp/err")"
+  elif [ -e "$tmp/out.st" ]; then bad "$name: an output file was left behind"
+  elif ls "$tmp" | grep -q '^out\.st\.'; then bad "$name: a temporary output file was left behind"
+  else ok; fi
+}
+
+# expect_success NAME ARGS...
+expect_success() {
+  local name=$1; shift
+  if "$bin" "$@" >"$tmp/stdout" 2>"$tmp/err"; then ok; else bad "$name: exit $?: $(head -c 500 "$tmp/err")"; fi
+}
+
+model=$fix/moe_r2
+good_in=$fix/moe_r2/io.safetensors
+run=(run --backend cpu --layer 1 --output "$tmp/out.st")
+
+# --- the happy paths ------------------------------------------------------------------
+expect_success help --help
+expect_success run_prefill "${run[@]}" --model "$model" --input "$good_in"
+[ -s "$tmp/out.st" ] && ok || bad "run wrote no output"
+for mode in decode split:4; do
+  for part in mixer layer; do
+    expect_success "run_${mode}_${part}" "${run[@]}" --model "$model" --input "$good_in" --mode $mode --part $part
+  done
+done
+expect_success audit audit
+grep -q '^cpu     available' "$tmp/stdout" && ok || bad "audit does not show cpu available"
+for b in cuda hip vulkan; do
+  grep -Eq "^$b +(available|unavailable): ." "$tmp/stdout" && ok || bad "audit has no line with a reason for $b"
+done
+expect_success audit_cpu audit --backend cpu
+grep -q 'gdn          delta_rule_prefill   required  present' "$tmp/stdout" && ok || bad "audit --backend cpu lacks the kernel table"
+expect_success demo demo --backend cpu
+grep -q 'demo: all checks passed' "$tmp/stdout" && ok || bad "demo did not pass its checks"
+expect_success bench_json bench --backend cpu --decode 1 --prefill 16 --samples 3 --warmup 1 --json
+grep -q '"results": \[{"kind": "decode"' "$tmp/stdout" && ok || bad "bench --json printed no results: $(cat "$tmp/stdout")"
+
+# --- bad command lines ------------------------------------------------------------------
+expect_refusal unknown_command frobnicate
+expect_refusal unknown_option run --frob
+expect_refusal missing_model run --layer 1 --input "$good_in" --output "$tmp/out.st"
+expect_refusal layer_not_number "${run[@]/1/x}" --model "$model" --input "$good_in"
+expect_refusal layer_out_of_range run --backend cpu --layer 7 --output "$tmp/out.st" --model "$model" --input "$good_in"
+expect_refusal layer_negative run --backend cpu --layer -1 --output "$tmp/out.st" --model "$model" --input "$good_in"
+expect_refusal bad_mode "${run[@]}" --model "$model" --input "$good_in" --mode sideways
+expect_refusal bad_split "${run[@]}" --model "$model" --input "$good_in" --mode split:x
+expect_refusal bad_part "${run[@]}" --model "$model" --input "$good_in" --part ffn
+expect_refusal unknown_backend run --backend tpu --layer 1 --output "$tmp/out.st" --model "$model" --input "$good_in"
+expect_refusal missing_model_dir "${run[@]}" --model "$tmp/nope" --input "$good_in"
+expect_refusal missing_input "${run[@]}" --model "$model" --input "$tmp/nope.st"
+expect_refusal output_dir_missing run --backend cpu --layer 1 --model "$model" --input "$good_in" --output "$tmp/no/dir/out.st"
+# an input of the wrong hidden size: another fixture's input
+expect_refusal wrong_hidden "${run[@]}" --model "$model" --input "$fix/dense_r1/io.safetensors"
+# a checkpoint whose layer tensors have the wrong shapes: dense_r1's weights under moe_r2's config
+mkdir -p "$tmp/mixed"
+cp "$fix"/dense_r1/*.safetensors "$fix"/dense_r1/model.safetensors.index.json "$tmp/mixed/"
+cp "$fix/moe_r2/config.json" "$tmp/mixed/"
+expect_refusal wrong_shapes run --backend cpu --layer 0 --output "$tmp/out.st" --model "$tmp/mixed" --input "$good_in"
+
+# --- the hostile corpus ---------------------------------------------------------------
+corpus=$fix/hostile
+for f in "$corpus"/cfg_*.json; do
+  d=$tmp/cfg_model
+  rm -rf "$d"; mkdir -p "$d"
+  cp "$model"/*.safetensors "$model"/model.safetensors.index.json "$d/"
+  cp "$f" "$d/config.json"
+  expect_refusal "$(basename "$f")" "${run[@]}" --model "$d" --input "$good_in"
+done
+for d in "$corpus"/ckpt_*/; do
+  m=$tmp/ckpt_model
+  rm -rf "$m"; cp -r "$d" "$m"; cp "$model/config.json" "$m/"
+  expect_refusal "$(basename "$d")" "${run[@]}" --model "$m" --input "$good_in"
+done
+for f in "$corpus"/st_*.safetensors; do
+  expect_refusal "input $(basename "$f")" "${run[@]}" --model "$model" --input "$f"
+  m=$tmp/st_model
+  rm -rf "$m"; mkdir -p "$m"; cp "$model/config.json" "$m/"; cp "$f" "$m/model.safetensors"
+  expect_refusal "weights $(basename "$f")" "${run[@]}" --model "$m" --input "$good_in"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,240 @@
+/* Mode equivalence and slot semantics of the layer on a seeded random layer:
+ * decode == prefill == split, a batch == each sequence alone, a reused slot == a fresh
+ * one, slot -1 is never touched, and a failed call leaves every slot unchanged. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer_util.h"
+
+static void small_config(metrale_qwen3_config *c, int moe) {
+  memset(c, 0, sizeof *c);
+  c->family = METRALE_QWEN3_NEXT;
+  c->hidden_size = 96;
+  c->num_hidden_layers = 1;
+  c->nk = 2, c->nv = 4, c->dk = 32, c->dv = 24, c->conv_kernel = 4;
+  c->rms_norm_eps = 1e-6f;
+  c->num_experts = moe ? 8 : 0, c->num_experts_per_tok = 2, c->moe_intermediate_size = 48;
+  c->shared_expert_intermediate_size = 40, c->decoder_sparse_step = 1, c->norm_topk_prob = 1;
+  c->intermediate_size = 160;
+  c->linear_layer[0] = 1;
+}
+
+static float *random_x(uint64_t n, uint64_t seed) {
+  float *x = malloc(n * sizeof *x);
+  cr_assert(x);
+  for (uint64_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = ((float)(seed >> 40) / 16777216.0f - 0.5f) * 3.0f;
+  }
+  return x;
+}
+
+#define CHECK(expr)                                                                   \
+  do {                                                                                \
+    metrale_status s_ = (expr);                                                       \
+    cr_assert(s_ == METRALE_OK, "%s: %s", #expr, metrale_status_message(s_));         \
+  } while (0)
+
+Test(modes, decode_and_split_equal_prefill) {
+  metrale_device *dev = lt_open_device();
+  for (int moe = 0; moe < 2; moe++) {
+    metrale_qwen3_config cfg;
+    small_config(&cfg, moe);
+    const uint32_t lens[] = {23, 1, 9};
+    float *x = random_x(33ull * cfg.hidden_size, 11 + moe);
+    lt_run ref, dec, spl;
+    lt_run_init(&ref, dev, NULL, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 3);
+    lt_run_init(&dec, dev, NULL, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 3);
+    lt_run_init(&spl, dev, NULL, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 3);
+    lt_run_mode(&ref, MODE_PREFILL, 0);
+    lt_run_mode(&dec, MODE_DECODE, 0);
+    lt_run_mode(&spl, MODE_SPLIT, 4);
+    lt_run_read_states(&ref), lt_run_read_states(&dec), lt_run_read_states(&spl);
+    uint64_t n = ref.T * cfg.hidden_size;
+    lt_expect_close("decode output", dec.c.y, ref.c.y, n, 5e-3);
+    lt_expect_close("decode recurrent state", dec.rec, ref.rec, ref.rf * 3, 5e-3);
+    lt_expect_close("decode conv state", dec.conv, ref.conv, ref.cf * 3, 5e-3);
+    lt_expect_close("split output", spl.c.y, ref.c.y, n, 5e-3);
+    lt_expect_close("split recurrent state", spl.rec, ref.rec, ref.rf * 3, 5e-3);
+    lt_run_free(&ref), lt_run_free(&dec), lt_run_free(&spl);
+    free(x);
+  }
+  metrale_device_destroy(dev);
+}
+
+Test(modes, batch_equals_each_sequence_alone) {
+  metrale_device *dev = lt_open_device();
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 1);
+  const uint32_t lens[] = {7, 30, 2, 12};
+  const uint64_t H = cfg.hidden_size;
+  float *x = random_x(51 * H, 3);
+  for (int mode = 0; mode < 2; mode++) {
+    run_mode m = mode ? MODE_DECODE : MODE_PREFILL;
+    lt_run all;
+    lt_run_init(&all, dev, NULL, &cfg, 9, METRALE_PART_LAYER, x, lens, 4, 4);
+    lt_run_mode(&all, m, 0);
+    lt_run_read_states(&all);
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < 4; i++) {
+      lt_run one;
+      lt_run_init(&one, dev, NULL, &cfg, 9, METRALE_PART_LAYER, x + at * H, &lens[i], 1, 1);
+      lt_run_mode(&one, m, 0);
+      lt_run_read_states(&one);
+      lt_expect_close("batched output vs alone", all.c.y + at * H, one.c.y, lens[i] * H, 1e-3);
+      lt_expect_close("batched state vs alone", all.rec + all.rf * i, one.rec, one.rf, 1e-3);
+      lt_expect_close("batched conv state vs alone", all.conv + all.cf * i, one.conv, one.cf, 1e-3);
+      lt_run_free(&one);
+      at += lens[i];
+    }
+    lt_run_free(&all);
+  }
+  free(x);
+  metrale_device_destroy(dev);
+}
+
+/* Direct library calls with explicit slots (the driver uses slot i for sequence i). */
+typedef struct slot_env {
+  metrale_device *dev;
+  gpu_backend *be;
+  metrale_qwen3_config cfg;
+  metrale_qwen3_ssm_layer *layer;
+  metrale_state_pool *pool;
+  gpu_ptr x, y;
+  uint64_t cf, rf;
+  uint32_t n_slots;
+} slot_env;
+
+static void env_init(slot_env *e, uint32_t n_slots, uint32_t max_tokens) {
+  memset(e, 0, sizeof *e);
+  e->dev = lt_open_device();
+  e->be = metrale_device_backend(e->dev);
+  small_config(&e->cfg, 1);
+  metrale_random_source rs = {21};
+  CHECK(metrale_qwen3_ssm_layer_create(e->dev, &e->cfg, 0, metrale_weight_source_random(&rs), &e->layer));
+  CHECK(metrale_state_pool_create(e->dev, metrale_state_dims_of(&e->cfg), n_slots, &e->pool));
+  e->n_slots = n_slots;
+  e->cf = metrale_state_pool_conv_floats(e->pool);
+  e->rf = metrale_state_pool_recurrent_floats(e->pool);
+  uint64_t bytes = (uint64_t)max_tokens * e->cfg.hidden_size * 2;
+  CHECK(metrale_alloc(e->dev, bytes, &e->x));
+  CHECK(metrale_alloc(e->dev, bytes, &e->y));
+  metrale_bf16 *hx = malloc(bytes);
+  float *fx = random_x(bytes / 2, 77);
+  for (uint64_t i = 0; i < bytes / 2; i++) hx[i] = metrale_f32_to_bf16(fx[i]);
+  CHECK(e->be->vt->copy_h2d(e->be, e->x, hx, bytes, NULL));
+  CHECK(e->be->vt->stream_sync(e->be, NULL));
+  free(hx);
+  free(fx);
+}
+
+static void env_free(slot_env *e) {
+  metrale_free(e->dev, e->x);
+  metrale_free(e->dev, e->y);
+  metrale_state_pool_destroy(e->pool);
+  metrale_qwen3_ssm_layer_destroy(e->layer);
+  metrale_device_destroy(e->dev);
+}
+
+/* Fills every slot with a distinct pattern, so untouched slots can be checked bit for bit. */
+static void fill_pattern(slot_env *e) {
+  uint64_t n = (e->cf + e->rf) * e->n_slots;
+  float *v = random_x(n, 1234);
+  for (uint64_t i = 0; i < n; i++) v[i] *= 0.05f;
+  CHECK(e->be->vt->copy_h2d(e->be, metrale_state_pool_conv(e->pool), v, e->cf * e->n_slots * 4, NULL));
+  CHECK(e->be->vt->copy_h2d(e->be, metrale_state_pool_recurrent(e->pool), v + e->cf * e->n_slots,
+                            e->rf * e->n_slots * 4, NULL));
+  CHECK(e->be->vt->stream_sync(e->be, NULL));
+  free(v);
+}
+
+/* Snapshot of all slots: conv then recurrent, slot after slot. */
+static float *snapshot(slot_env *e) {
+  float *v = malloc((e->cf + e->rf) * e->n_slots * sizeof *v);
+  for (uint32_t s = 0; s < e->n_slots; s++)
+    CHECK(metrale_state_pool_read(e->pool, (int32_t)s, v + (e->cf + e->rf) * s, v + (e->cf + e->rf) * s + e->cf));
+  return v;
+}
+
+static int slot_equal(slot_env *e, const float *a, const float *b, uint32_t s) {
+  uint64_t per = e->cf + e->rf;
+  return memcmp(a + per * s, b + per * s, per * sizeof(float)) == 0;
+}
+
+Test(slots, reused_slot_behaves_as_fresh) {
+  slot_env e;
+  env_init(&e, 3, 64);
+  const uint64_t row = e.cfg.hidden_size * 2;
+  /* sequence A (rows 0..19) in slot 2, then slot 2 reset and sequence B (rows 20..39) */
+  int32_t slot2 = 2, slot0 = 0, cu[2] = {0, 20};
+  CHECK(metrale_qwen3_ssm_prefill(e.layer, e.pool, METRALE_PART_LAYER, cu, &slot2, 1, e.x, e.y, NULL));
+  CHECK(metrale_state_pool_reset(e.pool, &slot2, 1));
+  CHECK(metrale_qwen3_ssm_prefill(e.layer, e.pool, METRALE_PART_LAYER, cu, &slot2, 1, e.x + 20 * row, e.y, NULL));
+  float *reused = snapshot(&e);
+  /* sequence B in slot 0, never used before */
+  CHECK(metrale_qwen3_ssm_prefill(e.layer, e.pool, METRALE_PART_LAYER, cu, &slot0, 1, e.x + 20 * row,
+                                  e.y + 20 * row, NULL));
+  float *fresh = snapshot(&e);
+  uint64_t per = e.cf + e.rf;
+  cr_expect(memcmp(reused + per * 2, fresh + per * 0, per * sizeof(float)) == 0,
+            "a reset, reused slot must end exactly like a fresh one");
+  metrale_bf16 *ya = malloc(20 * row), *yb = malloc(20 * row);
+  CHECK(e.be->vt->copy_d2h(e.be, ya, e.y, 20 * row, NULL));
+  CHECK(e.be->vt->copy_d2h(e.be, yb, e.y + 20 * row, 20 * row, NULL));
+  CHECK(e.be->vt->stream_sync(e.be, NULL));
+  cr_expect(memcmp(ya, yb, 20 * row) == 0, "outputs of the reused and the fresh slot differ");
+  free(ya), free(yb), free(reused), free(fresh);
+  env_free(&e);
+}
+
+Test(slots, padding_slot_is_never_touched) {
+  slot_env e;
+  env_init(&e, 3, 64);
+  fill_pattern(&e);
+  float *before = snapshot(&e);
+  int32_t dec_slots[3] = {-1, 1, -1};
+  CHECK(metrale_qwen3_ssm_decode(e.layer, e.pool, METRALE_PART_LAYER, dec_slots, 3, e.x, e.y, NULL));
+  int32_t pre_slots[2] = {-1, 2}, cu[3] = {0, 5, 9};
+  CHECK(metrale_qwen3_ssm_prefill(e.layer, e.pool, METRALE_PART_LAYER, cu, pre_slots, 2, e.x, e.y, NULL));
+  float *after = snapshot(&e);
+  cr_expect(slot_equal(&e, before, after, 0), "slot 0 was not named but changed");
+  cr_expect(!slot_equal(&e, before, after, 1), "slot 1 was decoded but did not change");
+  cr_expect(!slot_equal(&e, before, after, 2), "slot 2 was prefilled but did not change");
+  free(before), free(after);
+  env_free(&e);
+}
+
+Test(slots, failed_call_leaves_every_slot_unchanged) {
+  slot_env e;
+  env_init(&e, 3, 64);
+  fill_pattern(&e);
+  float *before = snapshot(&e);
+  int32_t dup[2] = {1, 1}, out_of_range[2] = {0, 3}, negative[1] = {-2};
+  int32_t ok_slots[2] = {0, 1}, bad_cu[3] = {0, 6, 4}, bad_start[3] = {1, 3, 6};
+  metrale_status s;
+  s = metrale_qwen3_ssm_decode(e.layer, e.pool, METRALE_PART_LAYER, dup, 2, e.x, e.y, NULL);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "duplicate slot accepted");
+  s = metrale_qwen3_ssm_decode(e.layer, e.pool, METRALE_PART_MIXER, out_of_range, 2, e.x, e.y, NULL);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "slot out of range accepted");
+  s = metrale_qwen3_ssm_decode(e.layer, e.pool, METRALE_PART_LAYER, negative, 1, e.x, e.y, NULL);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "slot -2 accepted");
+  s = metrale_qwen3_ssm_prefill(e.layer, e.pool, METRALE_PART_LAYER, bad_cu, ok_slots, 2, e.x, e.y, NULL);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "decreasing cu_seqlens accepted");
+  s = metrale_qwen3_ssm_prefill(e.layer, e.pool, METRALE_PART_LAYER, bad_start, ok_slots, 2, e.x, e.y, NULL);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "cu_seqlens[0] != 0 accepted");
+  s = metrale_qwen3_ssm_decode(e.layer, e.pool, METRALE_PART_LAYER, ok_slots, 2, e.x, e.x, NULL);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "aliased input/output accepted");
+  /* a pool made for another shape */
+  metrale_qwen3_config other = e.cfg;
+  other.dv = 16;
+  metrale_state_pool *wrong = NULL;
+  CHECK(metrale_state_pool_create(e.dev, metrale_state_dims_of(&other), 3, &wrong));
+  s = metrale_qwen3_ssm_decode(e.layer, wrong, METRALE_PART_LAYER, ok_slots, 2, e.x, e.y, NULL);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "mismatched pool accepted");
+  metrale_state_pool_destroy(wrong);
+  float *after = snapshot(&e);
+  for (uint32_t k = 0; k < 3; k++) cr_expect(slot_equal(&e, before, after, k), "slot %u changed by a failed call", k);
+  free(before), free(after);
+  env_free(&e);
+}
