@@ -9,22 +9,22 @@
 
 /* Entry i of a channel's window: the K-1 state values (zeros for padding), then the
  * sequence's inputs x[token, ch] (x points at the first token's row [C]). */
-static inline float window_at(const float *st, const metrale_bf16 *x, int64_t i, int64_t hist,
+static inline float window_at(const float *st, const float *x, int64_t i, int64_t hist,
                               uint32_t c, uint32_t ch) {
   if (i < hist) return st ? st[i] : 0.0f;
-  return cpu_bf(x[(size_t)(i - hist) * c + ch]);
+  return x[(size_t)(i - hist) * c + ch];
 }
 
 /* One sequence of L tokens on channel ch.  x, y point at the first token's row [C];
  * st is the channel's state [K-1], or NULL for padding (zero state, not written). */
-static void conv_channel(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *st,
+static void conv_channel(float *y, const float *x, const metrale_bf16 *w, float *st,
                          int64_t len, uint32_t c, uint32_t ch, uint32_t kw) {
   const metrale_bf16 *wc = w + (size_t)ch * kw; /* [K] */
   int64_t hist = (int64_t)kw - 1;               /* K-1 */
   for (int64_t t = 0; t < len; t++) {
     float acc = 0.0f;
     for (uint32_t j = 0; j < kw; j++) acc += cpu_bf(wc[j]) * window_at(st, x, t + j, hist, c, ch);
-    y[(size_t)t * c + ch] = cpu_to_bf(cpu_silu(acc));
+    y[(size_t)t * c + ch] = cpu_silu(acc);
   }
   if (!st || len == 0) return;
   /* new state = window[L .. L+K-2]; ascending order only reads entries at or after
@@ -32,7 +32,7 @@ static void conv_channel(metrale_bf16 *y, const metrale_bf16 *x, const metrale_b
   for (int64_t i = 0; i < hist; i++) st[i] = window_at(st, x, len + i, hist, c, ch);
 }
 
-void cpu_conv1d_prefill(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *state,
+void cpu_conv1d_prefill(float *y, const float *x, const metrale_bf16 *w, float *state,
                         const int32_t *cu_seqlens, const int32_t *slots, uint32_t s, uint32_t c,
                         uint32_t kw) {
   int64_t work = (int64_t)s * c; /* (sequence, channel) */
@@ -47,7 +47,7 @@ void cpu_conv1d_prefill(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf
   }
 }
 
-void cpu_conv1d_update(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *state,
+void cpu_conv1d_update(float *y, const float *x, const metrale_bf16 *w, float *state,
                        const int32_t *slots, uint32_t bsz, uint32_t c, uint32_t kw) {
   int64_t work = (int64_t)bsz * c; /* (slot b, channel) */
 #pragma omp parallel for schedule(static)

@@ -45,11 +45,14 @@ static inline float cpu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 /* x, y [rows, n]; w [n] applied as (1 + w). */
 void cpu_rmsnorm(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, uint32_t rows,
                  uint32_t n, float eps);
+/* As cpu_rmsnorm, but y is f32 and not rounded (the mixer's input). */
+void cpu_rmsnorm_f32(float *y, const metrale_bf16 *x, const metrale_bf16 *w, uint32_t rows,
+                     uint32_t n, float eps);
 /* h = bf16(a + b); y = rmsnorm(h).  All [rows, n]. */
 void cpu_add_rmsnorm(metrale_bf16 *h, metrale_bf16 *y, const metrale_bf16 *a, const metrale_bf16 *b,
                      const metrale_bf16 *w, uint32_t rows, uint32_t n, float eps);
-/* o, z, y [rows = T*nv, n = dv]; w [n] used as is. */
-void cpu_gated_rmsnorm(metrale_bf16 *y, const metrale_bf16 *o, const metrale_bf16 *z,
+/* o, y bf16 and z f32 [rows = T*nv, n = dv]; w [n] used as is. */
+void cpu_gated_rmsnorm(metrale_bf16 *y, const metrale_bf16 *o, const float *z,
                        const metrale_bf16 *w, uint32_t rows, uint32_t n, float eps);
 
 /* ---- elementwise.c --------------------------------------------------------------- */
@@ -71,33 +74,34 @@ metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32
                                uint32_t k);
 
 /* ---- gdn.c ----------------------------------------------------------------------- */
-void cpu_split_qkvzba(metrale_bf16 *mixed, metrale_bf16 *z, metrale_bf16 *b, metrale_bf16 *a,
-                      const metrale_bf16 *p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
-                      uint32_t dv);
-void cpu_split_qkvzba35(metrale_bf16 *mixed, metrale_bf16 *z, metrale_bf16 *b, metrale_bf16 *a,
-                        const metrale_bf16 *p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
-                        uint32_t dv);
-/* x [T, ld]: the 2*nk heads of width dk at the start of each row, in place. */
-void cpu_l2norm_qk(metrale_bf16 *x, uint32_t t, uint32_t nk, uint32_t dk, uint32_t ld);
-/* n = T*nv gate values. */
-void cpu_gates(float *g, float *beta, const metrale_bf16 *a, const metrale_bf16 *b,
-               const float *a_log, const metrale_bf16 *dt_bias, uint32_t n, uint32_t nv);
+/* The mixer's path from the input projection to the recurrence is f32 (kernels.def,
+ * "Precision"): p, mixed, z, b, a, the conv output and qkv are f32; o is bf16. */
+void cpu_split_qkvzba(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
+                      uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);
+void cpu_split_qkvzba35(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
+                        uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);
+/* x f32 [T, ld]: the 2*nk heads of width dk at the start of each row, in place. */
+void cpu_l2norm_qk(float *x, uint32_t t, uint32_t nk, uint32_t dk, uint32_t ld);
+/* n = T*nv gate values; a, b f32. */
+void cpu_gates(float *g, float *beta, const float *a, const float *b, const float *a_log,
+               const metrale_bf16 *dt_bias, uint32_t n, uint32_t nv);
 /* Decode: one token per slot, B = bsz. */
-metrale_status cpu_delta_rule_decode(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+metrale_status cpu_delta_rule_decode(metrale_bf16 *o, const float *qkv, const float *g,
                                      const float *beta, float *state, const int32_t *slots,
                                      uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk,
                                      uint32_t dv);
 /* Prefill: S sequences given by cu_seqlens [S+1]. */
-metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const float *qkv, const float *g,
                                       const float *beta, float *state, const int32_t *cu_seqlens,
                                       const int32_t *slots, uint32_t s, uint32_t nk, uint32_t nv,
                                       uint32_t dk, uint32_t dv);
 
 /* ---- conv.c ---------------------------------------------------------------------- */
-void cpu_conv1d_prefill(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *state,
+/* x, y f32 [T, C] (y not rounded to bf16); w bf16 [C, K]; state f32. */
+void cpu_conv1d_prefill(float *y, const float *x, const metrale_bf16 *w, float *state,
                         const int32_t *cu_seqlens, const int32_t *slots, uint32_t s, uint32_t c,
                         uint32_t kw);
-void cpu_conv1d_update(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, float *state,
+void cpu_conv1d_update(float *y, const float *x, const metrale_bf16 *w, float *state,
                        const int32_t *slots, uint32_t bsz, uint32_t c, uint32_t kw);
 
 /* ---- moe.c ----------------------------------------------------------------------- */

@@ -6,41 +6,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cpu_split_qkvzba(metrale_bf16 *mixed, metrale_bf16 *z, metrale_bf16 *b, metrale_bf16 *a,
-                      const metrale_bf16 *p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
-                      uint32_t dv) {
+void cpu_split_qkvzba(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
+                      uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
   uint32_t r = nv / nk;                               /* value heads per key head */
   size_t group = 2 * (size_t)dk + 2 * (size_t)r * dv; /* one key head of in_proj_qkvz */
   size_t width = nk * group + 2 * (size_t)nv;         /* a row of p */
   size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;   /* C */
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < (int64_t)t; tok++) {
-    const metrale_bf16 *row = p + (size_t)tok * width;
-    metrale_bf16 *mrow = mixed + (size_t)tok * c;
+    const float *row = p + (size_t)tok * width;
+    float *mrow = mixed + (size_t)tok * c;
     for (uint32_t kh = 0; kh < nk; kh++) {
-      const metrale_bf16 *g = row + kh * group; /* [dk | dk | r*dv | r*dv] = q,k,v,z */
+      const float *g = row + kh * group; /* [dk | dk | r*dv | r*dv] = q,k,v,z */
       memcpy(mrow + (size_t)kh * dk, g, dk * sizeof *g);
       memcpy(mrow + (size_t)nk * dk + (size_t)kh * dk, g + dk, dk * sizeof *g);
       memcpy(mrow + 2 * (size_t)nk * dk + (size_t)kh * r * dv, g + 2 * dk,
              (size_t)r * dv * sizeof *g);
       memcpy(z + (size_t)tok * nv * dv + (size_t)kh * r * dv, g + 2 * dk + (size_t)r * dv,
              (size_t)r * dv * sizeof *g);
-      const metrale_bf16 *ba = row + nk * group + (size_t)kh * 2 * r; /* [r | r] = b,a */
+      const float *ba = row + nk * group + (size_t)kh * 2 * r; /* [r | r] = b,a */
       memcpy(b + (size_t)tok * nv + (size_t)kh * r, ba, r * sizeof *ba);
       memcpy(a + (size_t)tok * nv + (size_t)kh * r, ba + r, r * sizeof *ba);
     }
   }
 }
 
-void cpu_split_qkvzba35(metrale_bf16 *mixed, metrale_bf16 *z, metrale_bf16 *b, metrale_bf16 *a,
-                        const metrale_bf16 *p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
-                        uint32_t dv) {
+void cpu_split_qkvzba35(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
+                        uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
   size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;
   size_t zw = (size_t)nv * dv;
   size_t width = c + zw + 2 * (size_t)nv; /* [q | k | v | z | b | a] */
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < (int64_t)t; tok++) {
-    const metrale_bf16 *row = p + (size_t)tok * width;
+    const float *row = p + (size_t)tok * width;
     memcpy(mixed + (size_t)tok * c, row, c * sizeof *row);
     memcpy(z + (size_t)tok * zw, row + c, zw * sizeof *row);
     memcpy(b + (size_t)tok * nv, row + c + zw, nv * sizeof *row);
@@ -48,55 +46,55 @@ void cpu_split_qkvzba35(metrale_bf16 *mixed, metrale_bf16 *z, metrale_bf16 *b, m
   }
 }
 
-void cpu_l2norm_qk(metrale_bf16 *x, uint32_t t, uint32_t nk, uint32_t dk, uint32_t ld) {
+void cpu_l2norm_qk(float *x, uint32_t t, uint32_t nk, uint32_t dk, uint32_t ld) {
   float q_scale = 1.0f / sqrtf((float)dk);
   int64_t heads = (int64_t)t * 2 * nk;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < heads; i++) {
     int64_t tok = i / (2 * nk), hh = i % (2 * nk);            /* hh < nk: q head, else k head */
-    metrale_bf16 *v = x + (size_t)tok * ld + (size_t)hh * dk; /* [dk] */
+    float *v = x + (size_t)tok * ld + (size_t)hh * dk; /* [dk] */
     float ss = 0.0f;
-    for (uint32_t j = 0; j < dk; j++) ss += cpu_bf(v[j]) * cpu_bf(v[j]);
+    for (uint32_t j = 0; j < dk; j++) ss += v[j] * v[j];
     float scale = 1.0f / sqrtf(ss + 1e-6f);
     if (hh < nk) scale *= q_scale;
-    for (uint32_t j = 0; j < dk; j++) v[j] = cpu_to_bf(cpu_bf(v[j]) * scale);
+    for (uint32_t j = 0; j < dk; j++) v[j] *= scale;
   }
 }
 
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-void cpu_gates(float *g, float *beta, const metrale_bf16 *a, const metrale_bf16 *b,
-               const float *a_log, const metrale_bf16 *dt_bias, uint32_t n, uint32_t nv) {
+void cpu_gates(float *g, float *beta, const float *a, const float *b, const float *a_log,
+               const metrale_bf16 *dt_bias, uint32_t n, uint32_t nv) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < (int64_t)n; i++) {
     int64_t h = i % nv; /* i = (token, value head) */
-    g[i] = -expf(a_log[h]) * softplus(cpu_bf(a[i]) + cpu_bf(dt_bias[h]));
-    beta[i] = cpu_sigmoid(cpu_bf(b[i]));
+    g[i] = -expf(a_log[h]) * softplus(a[i] + cpu_bf(dt_bias[h]));
+    beta[i] = cpu_sigmoid(b[i]);
   }
 }
 
 /* One token of one value head on S [dk,dv]:
  *   S *= exp(g); d = beta * (v - k^T S); S += k d^T; o = q^T S.
  * kd is scratch [dv]. */
-static void delta_step(float *S, metrale_bf16 *o, const metrale_bf16 *q, const metrale_bf16 *k,
-                       const metrale_bf16 *v, float g, float beta, uint32_t dk, uint32_t dv,
+static void delta_step(float *S, metrale_bf16 *o, const float *q, const float *k, const float *v,
+                       float g, float beta, uint32_t dk, uint32_t dv,
                        float *kd) {
   float decay = expf(g);
   for (uint32_t j = 0; j < dv; j++) kd[j] = 0.0f;
   for (uint32_t i = 0; i < dk; i++) {
     float *Si = S + (size_t)i * dv;
-    float ki = cpu_bf(k[i]);
+    float ki = k[i];
     for (uint32_t j = 0; j < dv; j++) {
       Si[j] *= decay;
       kd[j] += ki * Si[j]; /* (k^T S)[j] */
     }
   }
-  for (uint32_t j = 0; j < dv; j++) kd[j] = beta * (cpu_bf(v[j]) - kd[j]); /* d */
+  for (uint32_t j = 0; j < dv; j++) kd[j] = beta * (v[j] - kd[j]); /* d */
   float *out = kd + dv; /* [dv] accumulators for o */
   for (uint32_t j = 0; j < dv; j++) out[j] = 0.0f;
   for (uint32_t i = 0; i < dk; i++) {
     float *Si = S + (size_t)i * dv;
-    float ki = cpu_bf(k[i]), qi = cpu_bf(q[i]);
+    float ki = k[i], qi = q[i];
     for (uint32_t j = 0; j < dv; j++) {
       Si[j] += ki * kd[j];
       out[j] += qi * Si[j];
@@ -116,7 +114,7 @@ static metrale_status scratch_alloc(float **out, int *out_per, uint32_t dk, uint
 }
 
 /* Runs tokens [t0, t1) of one sequence on value head h from state slot. */
-static void delta_sequence(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+static void delta_sequence(metrale_bf16 *o, const float *qkv, const float *g,
                            const float *beta, float *state, int32_t slot, int64_t t0, int64_t t1,
                            uint32_t h, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
                            float *scratch) {
@@ -132,14 +130,14 @@ static void delta_sequence(metrale_bf16 *o, const metrale_bf16 *qkv, const float
   }
   float *kd = scratch + sz;
   for (int64_t t = t0; t < t1; t++) {
-    const metrale_bf16 *row = qkv + (size_t)t * c;
+    const float *row = qkv + (size_t)t * c;
     delta_step(S, o + ((size_t)t * nv + h) * dv, row + (size_t)kh * dk,
                row + (size_t)nk * dk + (size_t)kh * dk, row + 2 * (size_t)nk * dk + (size_t)h * dv,
                g[(size_t)t * nv + h], beta[(size_t)t * nv + h], dk, dv, kd);
   }
 }
 
-metrale_status cpu_delta_rule_decode(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+metrale_status cpu_delta_rule_decode(metrale_bf16 *o, const float *qkv, const float *g,
                                      const float *beta, float *state, const int32_t *slots,
                                      uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk,
                                      uint32_t dv) {
@@ -158,7 +156,7 @@ metrale_status cpu_delta_rule_decode(metrale_bf16 *o, const metrale_bf16 *qkv, c
   return METRALE_OK;
 }
 
-metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const metrale_bf16 *qkv, const float *g,
+metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const float *qkv, const float *g,
                                       const float *beta, float *state, const int32_t *cu_seqlens,
                                       const int32_t *slots, uint32_t s, uint32_t nk, uint32_t nv,
                                       uint32_t dk, uint32_t dv) {

@@ -1,4 +1,4 @@
-/* gemm module: gemm_bf16, gemm_bf16_f32, gemv_bf16 (one implementation), and the
+/* gemm module: gemm_bf16, gemm_bf16_f32, gemm_f32in and their gemv forms (one implementation), and the
  * routed-expert projections of moe.c, which share the loop nest.
  *
  * Decode (small M) is bound by streaming the weights, so the loop nest reads each
@@ -10,6 +10,13 @@
  * them without -ffast-math (a single running sum would be a serial dependency it may
  * not reorder).  bf16 -> fp32 is a 16-bit shift, which vectorises as well.
  *
+ * dot_group and dot_one add in exactly the same order (lane l sums elements l, l+LANES,
+ * ...; lanes then the tail are summed in order), so an output does not depend on which
+ * other rows share the call: decode, prefill and any split of a batch give bit-identical
+ * f32 results.  The f32 input projection (gemv_bf16_f32) needs this: its output is no
+ * longer rounded to bf16, so a last-bit difference would reach the recurrence and MoE
+ * routing, and decode would drift from prefill.
+ *
  * The dot products are also compiled for x86-64-v3 (AVX2) and picked at load time
  * (target_clones), so the library still runs on any x86-64 while using 8-wide vectors
  * where they exist. */
@@ -19,8 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LANES 16 /* partial sums per dot product */
-#define GLANES 8 /* per row in dot_group: GROUP * GLANES sums must fit the registers */
+#define LANES 8 /* partial sums per row: GROUP * LANES sums must fit the registers */
 #define GROUP 4  /* activation rows sharing one pass over a weight row */
 #define NB 16    /* weight rows per parallel work item */
 
@@ -39,11 +45,11 @@ static inline float hsum(const float acc[LANES]) {
 /* out[g] = x[g] . w for g < GROUP; x[g] fp32 rows [k], w bf16 [k]. */
 HOT static void dot_group(float out[GROUP], const float *const x[GROUP], const metrale_bf16 *w,
                           uint32_t k) {
-  float acc[GROUP][GLANES] = {{0}};
+  float acc[GROUP][LANES] = {{0}};
   const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
   uint32_t i = 0;
-  for (; i + GLANES <= k; i += GLANES) {
-    for (int l = 0; l < GLANES; l++) {
+  for (; i + LANES <= k; i += LANES) {
+    for (int l = 0; l < LANES; l++) {
       float wl = cpu_bf(w[i + l]);
       acc[0][l] += x0[i + l] * wl;
       acc[1][l] += x1[i + l] * wl;
@@ -53,7 +59,7 @@ HOT static void dot_group(float out[GROUP], const float *const x[GROUP], const m
   }
   for (int g = 0; g < GROUP; g++) {
     float s = 0.0f;
-    for (int l = 0; l < GLANES; l++) s += acc[g][l];
+    for (int l = 0; l < LANES; l++) s += acc[g][l];
     for (uint32_t j = i; j < k; j++) s += x[g][j] * cpu_bf(w[j]);
     out[g] = s;
   }
@@ -119,12 +125,9 @@ static metrale_status to_f32(const metrale_bf16 *x, size_t rows, uint32_t k, flo
   return METRALE_OK;
 }
 
-/* y [M,N] = x [M,K] . w[N,K]^T; y is bf16 unless y_f32. */
-static metrale_status gemm(void *y, int y_f32, const metrale_bf16 *x, const metrale_bf16 *w,
-                           uint32_t m, uint32_t n, uint32_t k) {
-  if (m == 0 || n == 0) return METRALE_OK;
-  float *xf;
-  METRALE_RETURN_IF_ERROR(to_f32(x, m, k, &xf));
+/* y [M,N] = xf [M,K] . w[N,K]^T with fp32 activations; y is bf16 unless y_f32. */
+static void gemm_f32x(void *y, int y_f32, const float *xf, const metrale_bf16 *w, uint32_t m,
+                      uint32_t n, uint32_t k) {
   row_list all = {NULL, NULL, m};
   int64_t nblocks = ((int64_t)n + NB - 1) / NB;
 #pragma omp parallel for schedule(static)
@@ -132,6 +135,15 @@ static metrale_status gemm(void *y, int y_f32, const metrale_bf16 *x, const metr
     uint32_t n0 = (uint32_t)blk * NB, n1 = n0 + NB < n ? n0 + NB : n;
     apply_block(y, y_f32, xf, &all, w, n, k, n0, n1);
   }
+}
+
+/* y [M,N] = x [M,K] . w[N,K]^T; y is bf16 unless y_f32. */
+static metrale_status gemm(void *y, int y_f32, const metrale_bf16 *x, const metrale_bf16 *w,
+                           uint32_t m, uint32_t n, uint32_t k) {
+  if (m == 0 || n == 0) return METRALE_OK;
+  float *xf = NULL;
+  METRALE_RETURN_IF_ERROR(to_f32(x, m, k, &xf));
+  gemm_f32x(y, y_f32, xf, w, m, n, k);
   free(xf);
   return METRALE_OK;
 }
@@ -194,6 +206,11 @@ metrale_status cpu_gemm_bf16_f32(float *y, const metrale_bf16 *x, const metrale_
   return gemm(y, 1, x, w, m, n, k);
 }
 
+void cpu_gemm_f32in(float *y, const float *x, const metrale_bf16 *w, uint32_t m, uint32_t n,
+                    uint32_t k) {
+  if (m && n) gemm_f32x(y, 1, x, w, m, n, k);
+}
+
 metrale_status cpu_k_gemm_bf16(const gpu_arg *args) {
   return cpu_gemm_bf16(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
                        cpu_arg_u(args, 3), cpu_arg_u(args, 4), cpu_arg_u(args, 5));
@@ -207,3 +224,15 @@ metrale_status cpu_k_gemm_bf16_f32(const gpu_arg *args) {
 /* gemv_bf16 has the contract of gemm_bf16; the shared loop nest already streams each
  * weight row once for M <= GROUP. */
 metrale_status cpu_k_gemv_bf16(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
+
+/* gemv_bf16_f32 likewise has the contract of gemm_bf16_f32 (y f32). */
+metrale_status cpu_k_gemv_bf16_f32(const gpu_arg *args) { return cpu_k_gemm_bf16_f32(args); }
+
+metrale_status cpu_k_gemm_f32in(const gpu_arg *args) {
+  cpu_gemm_f32in(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3),
+                 cpu_arg_u(args, 4), cpu_arg_u(args, 5));
+  return METRALE_OK;
+}
+
+/* gemv_f32in has the contract of gemm_f32in. */
+metrale_status cpu_k_gemv_f32in(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }

@@ -1,4 +1,4 @@
-/* norm module: rmsnorm, add_rmsnorm, gated_rmsnorm (one row per iteration). */
+/* norm module: rmsnorm, rmsnorm_f32, add_rmsnorm, gated_rmsnorm (one row per iteration). */
 #include "cpu_kernels.h"
 
 #include <stddef.h>
@@ -24,6 +24,17 @@ void cpu_rmsnorm(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, 
   }
 }
 
+void cpu_rmsnorm_f32(float *y, const metrale_bf16 *x, const metrale_bf16 *w, uint32_t rows,
+                     uint32_t n, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < (int64_t)rows; r++) {
+    const metrale_bf16 *xr = x + (size_t)r * n; /* [n] */
+    float *yr = y + (size_t)r * n;
+    float inv = row_inv_rms(xr, n, eps);
+    for (uint32_t i = 0; i < n; i++) yr[i] = cpu_bf(xr[i]) * inv * (1.0f + cpu_bf(w[i]));
+  }
+}
+
 void cpu_add_rmsnorm(metrale_bf16 *h, metrale_bf16 *y, const metrale_bf16 *a, const metrale_bf16 *b,
                      const metrale_bf16 *w, uint32_t rows, uint32_t n, float eps) {
 #pragma omp parallel for schedule(static)
@@ -38,7 +49,7 @@ void cpu_add_rmsnorm(metrale_bf16 *h, metrale_bf16 *y, const metrale_bf16 *a, co
   }
 }
 
-void cpu_gated_rmsnorm(metrale_bf16 *y, const metrale_bf16 *o, const metrale_bf16 *z,
+void cpu_gated_rmsnorm(metrale_bf16 *y, const metrale_bf16 *o, const float *z,
                        const metrale_bf16 *w, uint32_t rows, uint32_t n, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < (int64_t)rows; r++) {
@@ -47,7 +58,7 @@ void cpu_gated_rmsnorm(metrale_bf16 *y, const metrale_bf16 *o, const metrale_bf1
     for (uint32_t i = 0; i < n; i++) {
       /* HF rounds the normalised value to the activation dtype before the gate */
       float normed = cpu_bf(cpu_to_bf(cpu_bf(o[off + i]) * inv));
-      y[off + i] = cpu_to_bf(normed * cpu_bf(w[i]) * cpu_silu(cpu_bf(z[off + i])));
+      y[off + i] = cpu_to_bf(normed * cpu_bf(w[i]) * cpu_silu(z[off + i]));
     }
   }
 }
@@ -55,6 +66,12 @@ void cpu_gated_rmsnorm(metrale_bf16 *y, const metrale_bf16 *o, const metrale_bf1
 metrale_status cpu_k_rmsnorm(const gpu_arg *args) {
   cpu_rmsnorm(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3),
               cpu_arg_u(args, 4), cpu_arg_f(args, 5));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_rmsnorm_f32(const gpu_arg *args) {
+  cpu_rmsnorm_f32(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3),
+                  cpu_arg_u(args, 4), cpu_arg_f(args, 5));
   return METRALE_OK;
 }
 

@@ -22,12 +22,15 @@ layout(local_size_x = LOCAL_SIZE, local_size_y = 1, local_size_z = 1) in;
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer BF16 { uint16_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32 { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer I32 { int v[]; };
+// f32 moved as raw bits, where a contract promises exact copies (NaN payloads included)
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32 { uint v[]; };
 
 // Views starting `elems` elements after `base`; offsets are 64-bit so that expert
 // tensors beyond 4 GiB index correctly.
 BF16 bf16_at(uint64_t base, uint64_t elems) { return BF16(base + elems * 2ul); }
 F32 f32_at(uint64_t base, uint64_t elems) { return F32(base + elems * 4ul); }
 I32 i32_at(uint64_t base, uint64_t elems) { return I32(base + elems * 4ul); }
+U32 u32_at(uint64_t base, uint64_t elems) { return U32(base + elems * 4ul); }
 
 // 16-bit storage allows 16-bit values only in memory and in conversions, hence macros
 // at the loads and stores and 32-bit arithmetic everywhere else.

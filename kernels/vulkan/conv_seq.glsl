@@ -1,30 +1,32 @@
 // Causal depthwise conv + SiLU of one channel over one sequence, shared by
-// conv1d_prefill and conv1d_update.  The window is state[slot] (K-1 f32 values, oldest
-// first) followed by the sequence's tokens; token i's output uses window[i .. i+K-1].
-// Afterwards state[slot] holds the window's last K-1 entries.  slot -1: the state is
-// zero and not written.  Invocation = channel, so the in-place state update needs no
+// conv1d_prefill and conv1d_update.  x and y are f32 [T, C]; y = silu(conv) is stored
+// unrounded.  The window is state[slot] (K-1 f32 values, oldest first) followed by the
+// sequence's tokens; token i's output uses window[i .. i+K-1].  Afterwards state[slot]
+// holds the window's last K-1 entries, copied bit for bit.  slot -1: the state is zero
+// and not written.  Invocation = channel, so the in-place state update needs no
 // synchronisation; it walks forward, reading entry L+i >= i before anything overwrites it.
 
-// window[idx] of channel c for the sequence starting at token t0
-float conv_window(F32 st, int slot, uint Km1, uint t0, uint idx, uint C, uint c) {
+// the bits of window[idx] of channel c for the sequence starting at token t0
+uint conv_window_bits(U32 st, int slot, uint Km1, uint t0, uint idx, uint C, uint c) {
   if (idx < Km1) {
-    if (slot < 0) return 0.0;
+    if (slot < 0) return 0u;
     return st.v[idx];
   }
-  return bf16_to_f32(bf16_at(args.x, uint64_t(t0 + idx - Km1) * C).v[c]);
+  return u32_at(args.x, uint64_t(t0 + idx - Km1) * C).v[c];
 }
 
 void conv_seq(int slot, uint t0, uint L, uint c) {
   uint C = args.c, K = args.kw;
   if (K == 0u) return;
   uint Km1 = K - 1u;
-  F32 st = f32_at(args.state, (uint64_t(max(slot, 0)) * C + c) * Km1);
+  U32 st = u32_at(args.state, (uint64_t(max(slot, 0)) * C + c) * Km1);
   BF16 w = bf16_at(args.w, uint64_t(c) * K);
   for (uint i = 0; i < L; i++) {
     float acc = 0.0;
-    for (uint j = 0; j < K; j++) acc += bf16_to_f32(w.v[j]) * conv_window(st, slot, Km1, t0, i + j, C, c);
-    bf16_at(args.y, uint64_t(t0 + i) * C).v[c] = f32_to_bf16(silu(acc));
+    for (uint j = 0; j < K; j++)
+      acc += bf16_to_f32(w.v[j]) * uintBitsToFloat(conv_window_bits(st, slot, Km1, t0, i + j, C, c));
+    f32_at(args.y, uint64_t(t0 + i) * C).v[c] = silu(acc);
   }
   if (slot < 0) return;
-  for (uint i = 0; i < Km1; i++) st.v[i] = conv_window(st, slot, Km1, t0, L + i, C, c);
+  for (uint i = 0; i < Km1; i++) st.v[i] = conv_window_bits(st, slot, Km1, t0, L + i, C, c);
 }

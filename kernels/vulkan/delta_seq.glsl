@@ -16,7 +16,7 @@
 shared float q_s[DK_MAX];
 shared float k_s[DK_MAX];
 
-// Tokens t0 .. t0+L-1 of qkv [T, C] / g, beta [T, nv] / o [T, nv, dv], value head h.
+// Tokens t0 .. t0+L-1 of qkv f32 [T, C] / g, beta f32 [T, nv] / o bf16 [T, nv, dv], value head h.
 void delta_seq(int slot, uint t0, uint L, uint h) {
   uint nk = args.nk, nv = args.nv, dk = args.dk, dv = args.dv;
   uint hk = h / (nv / nk);  // value head h reads key head h / r
@@ -35,18 +35,18 @@ void delta_seq(int slot, uint t0, uint L, uint h) {
 
     for (uint n = 0; n < L; n++) {
       uint row = t0 + n;
-      BF16 qkv = bf16_at(args.qkv, uint64_t(row) * C);
+      F32 qkv = f32_at(args.qkv, uint64_t(row) * C);
       barrier();  // the previous token's q_s / k_s are no longer read
       for (uint i = t; i < dk; i += LOCAL_SIZE) {
-        q_s[i] = bf16_to_f32(qkv.v[hk * dk + i]);
-        k_s[i] = bf16_to_f32(qkv.v[nk * dk + hk * dk + i]);
+        q_s[i] = qkv.v[hk * dk + i];
+        k_s[i] = qkv.v[nk * dk + hk * dk + i];
       }
       memoryBarrierShared();
       barrier();
       if (mine) {
         float decay = exp(g.v[row * nv + h]);
         float b = beta.v[row * nv + h];
-        float v = bf16_to_f32(qkv.v[2u * nk * dk + h * dv + j]);
+        float v = qkv.v[2u * nk * dk + h * dv + j];
         float kS = 0.0;
         for (uint i = 0; i < dk; i++) {
           S[i] *= decay;

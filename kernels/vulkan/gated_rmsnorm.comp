@@ -1,7 +1,7 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 // norm.gated_rmsnorm: y = bf16( bf16(o * rsqrt(mean(o^2) + eps)) * w * silu(z) ), one row
-// (token, value head) per workgroup; w is used as is (no 1 + w).
+// (token, value head) per workgroup; o, w, y bf16, z f32; w is used as is (no 1 + w).
 #include "common.glsl"
 
 void main() {
@@ -9,7 +9,8 @@ void main() {
   if (r >= args.rows) return;
   uint n = args.n, t = gl_LocalInvocationID.x;
   uint64_t row = uint64_t(r) * n;
-  BF16 o = bf16_at(args.o, row), z = bf16_at(args.z, row), y = bf16_at(args.y, row);
+  BF16 o = bf16_at(args.o, row), y = bf16_at(args.y, row);
+  F32 z = f32_at(args.z, row);
   BF16 w = BF16(args.w);
   float ss = 0.0;
   for (uint i = t; i < n; i += LOCAL_SIZE) {
@@ -19,6 +20,6 @@ void main() {
   float inv = inversesqrt(block_sum(ss) / float(n) + args.eps);
   for (uint i = t; i < n; i += LOCAL_SIZE) {
     float normed = bf16_to_f32(f32_to_bf16(bf16_to_f32(o.v[i]) * inv));
-    y.v[i] = f32_to_bf16(normed * bf16_to_f32(w.v[i]) * silu(bf16_to_f32(z.v[i])));
+    y.v[i] = f32_to_bf16(normed * bf16_to_f32(w.v[i]) * silu(z.v[i]));
   }
 }

@@ -3,6 +3,7 @@
 // gdn.gates, one element per invocation (i < n = T*nv, h = i % nv):
 //   g[i] = -exp(a_log[h]) * softplus(a[i] + dt_bias[h])   (softplus(x) = x when x > 20)
 //   beta[i] = sigmoid(b[i])
+// a, b f32; dt_bias bf16.
 #include "common.glsl"
 
 // log(1 + u) for u >= 0, accurate in relative terms for small u (Vulkan's log() only
@@ -21,9 +22,9 @@ void main() {
   uint i = gl_GlobalInvocationID.x;
   if (i >= args.n || args.nv == 0u) return;
   uint h = i % args.nv;
-  BF16 a = BF16(args.a), b = BF16(args.b), dt_bias = BF16(args.dt_bias);
-  F32 a_log = F32(args.a_log), g = F32(args.g), beta = F32(args.beta);
-  float x = bf16_to_f32(a.v[i]) + bf16_to_f32(dt_bias.v[h]);
+  BF16 dt_bias = BF16(args.dt_bias);
+  F32 a = F32(args.a), b = F32(args.b), a_log = F32(args.a_log), g = F32(args.g), beta = F32(args.beta);
+  float x = a.v[i] + bf16_to_f32(dt_bias.v[h]);
   g.v[i] = -exp(a_log.v[h]) * softplus(x);
-  beta.v[i] = sigmoid(bf16_to_f32(b.v[i]));
+  beta.v[i] = sigmoid(b.v[i]);
 }

@@ -1,9 +1,16 @@
 // y[M,N] = x[M,K] . w[N,K]^T, one 64x64 output tile per workgroup of 256 invocations,
 // each owning a 4x4 grid of outputs (rows ty + 16i, columns tx + 16j); K is walked in
 // slices of 16 staged (as fp32) in shared memory.  Sums run over k in order, in fp32.
-// The includer defines GEMM_OUT_F32 (1: y is f32, 0: y is bf16).
+// The includer defines GEMM_OUT_F32 (1: y is f32, 0: y is bf16) and may define
+// GEMM_IN_F32 (1: x is f32, used unrounded; otherwise x is bf16).  w is always bf16.
 #if LOCAL_SIZE != 256
 #error "the gemm tile is laid out for 256 invocations"
+#endif
+
+#if defined(GEMM_IN_F32) && GEMM_IN_F32
+#define GEMM_X(row, k) f32_at(args.x, uint64_t(row) * K).v[k]
+#else
+#define GEMM_X(row, k) bf16_to_f32(bf16_at(args.x, uint64_t(row) * K).v[k])
 #endif
 
 #define TILE 64
@@ -28,7 +35,7 @@ void main() {
       uint row = e / SLICE, kk = e % SLICE;
       uint k = k0 + kk;
       float xv = 0.0, wv = 0.0;
-      if (k < K && m0 + row < M) xv = bf16_to_f32(bf16_at(args.x, uint64_t(m0 + row) * K).v[k]);
+      if (k < K && m0 + row < M) xv = GEMM_X(m0 + row, k);
       if (k < K && n0 + row < N) wv = bf16_to_f32(bf16_at(args.w, uint64_t(n0 + row) * K).v[k]);
       xs[kk][row] = xv;
       ws[kk][row] = wv;

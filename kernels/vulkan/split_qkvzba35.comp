@@ -1,7 +1,8 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 // gdn.split_qkvzba35 (Qwen3.5 layout), one token per workgroup: p[t] = [q | k | v | z | b | a]
-// with C = 2*nk*dk + nv*dv columns of q|k|v, then nv*dv of z, nv of b, nv of a.
+// with C = 2*nk*dk + nv*dv columns of q|k|v, then nv*dv of z, nv of b, nv of a.  Everything
+// is f32, copied bit for bit.
 #include "common.glsl"
 
 void main() {
@@ -11,16 +12,16 @@ void main() {
   uint C = 2u * args.nk * args.dk + nv * dv;
   uint zdim = nv * dv;
   uint width = C + zdim + 2u * nv;
-  BF16 p = bf16_at(args.p, uint64_t(tok) * width);
-  BF16 mixed = bf16_at(args.mixed, uint64_t(tok) * C);
-  BF16 z = bf16_at(args.z, uint64_t(tok) * zdim);
-  BF16 b = bf16_at(args.b, uint64_t(tok) * nv);
-  BF16 a = bf16_at(args.a, uint64_t(tok) * nv);
+  U32 p = u32_at(args.p, uint64_t(tok) * width);
+  U32 mixed = u32_at(args.mixed, uint64_t(tok) * C);
+  U32 z = u32_at(args.z, uint64_t(tok) * zdim);
+  U32 b = u32_at(args.b, uint64_t(tok) * nv);
+  U32 a = u32_at(args.a, uint64_t(tok) * nv);
   for (uint j = gl_LocalInvocationID.x; j < width; j += LOCAL_SIZE) {
-    uint v = uint(p.v[j]);
-    if (j < C) mixed.v[j] = uint16_t(v);
-    else if (j < C + zdim) z.v[j - C] = uint16_t(v);
-    else if (j < C + zdim + nv) b.v[j - C - zdim] = uint16_t(v);
-    else a.v[j - C - zdim - nv] = uint16_t(v);
+    uint v = p.v[j];
+    if (j < C) mixed.v[j] = v;
+    else if (j < C + zdim) z.v[j - C] = v;
+    else if (j < C + zdim + nv) b.v[j - C - zdim] = v;
+    else a.v[j - C - zdim - nv] = v;
   }
 }

@@ -10,14 +10,14 @@ static const uint32_t widths[] = {2, 4};
 
 /* One sequence of tokens [t0, t1) from state slot (zeros for -1): y_ref [T,C] and,
  * unless -1, the new state into state_ref [n_slots, C, K-1] (exact values). */
-static void ref_conv(double *y_ref, double *state_ref, const metrale_bf16 *x, const metrale_bf16 *w,
+static void ref_conv(double *y_ref, double *state_ref, const float *x, const metrale_bf16 *w,
                      int32_t slot, uint32_t t0, uint32_t t1, uint32_t c, uint32_t kw) {
   uint32_t hist = kw - 1, len = t1 - t0;
   double *win = cf_alloc(hist + len, sizeof *win);
   for (uint32_t ch = 0; ch < c; ch++) {
     for (uint32_t i = 0; i < hist; i++)
       win[i] = slot < 0 ? 0.0 : state_ref[((size_t)slot * c + ch) * hist + i];
-    for (uint32_t t = 0; t < len; t++) win[hist + t] = mt_bf(x[(size_t)(t0 + t) * c + ch]);
+    for (uint32_t t = 0; t < len; t++) win[hist + t] = (double)x[(size_t)(t0 + t) * c + ch];
     for (uint32_t t = 0; t < len; t++) {
       double acc = 0.0;
       for (uint32_t j = 0; j < kw; j++) acc += mt_bf(w[(size_t)ch * kw + j]) * win[t + j];
@@ -36,10 +36,11 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint
   int prefill = cu != NULL;
   uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
   size_t per = (size_t)c * (kw - 1), ns = n_slots * per, nx = (size_t)t * c;
-  metrale_bf16 *x = cf_alloc(nx, 2), *w = cf_alloc((size_t)c * kw, 2);
+  float *x = cf_alloc(nx, sizeof(float));
+  metrale_bf16 *w = cf_alloc((size_t)c * kw, 2);
   float *state = cf_alloc(ns, sizeof(float));
   int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
-  mt_fill_bf16(&ctx->rng, x, nx, -2, 2);
+  mt_fill_f32(&ctx->rng, x, nx, -2, 2); /* not bf16 values: x, y and state stay f32 */
   mt_fill_bf16(&ctx->rng, w, (size_t)c * kw, -1, 1);
   mt_fill_f32(&ctx->rng, state, ns, -2, 2); /* f32 values that are not bf16: kept exactly */
   cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
@@ -52,8 +53,8 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint
   cf_launch l;
   cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
                  (gpu_dim3){(c + 255) / 256, nseq, 1});
-  int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, nx, NULL, CF_TOL_BF16);
-  int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0);
+  int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, nx, NULL, CF_TOL_F32);
+  int bx = cf_buf_add(&l, "x", CF_F32, CF_IN, nx, x, 0);
   int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)c * kw, w, 0);
   int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, ns, state, 0);
   l.buf[bs].guard = per * sizeof(float); /* a write to slot -1 lands in the guard */
@@ -69,7 +70,7 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint
   cf_arg_u32(&l, c);
   cf_arg_u32(&l, kw);
   if (cf_run(ctx, &l, kern)) {
-    cf_check_bf16(ctx, "y", cf_bf16(&l, by), y_ref, nx, CF_TOL_BF16);
+    cf_check_f32(ctx, "y", cf_f32(&l, by), y_ref, nx, CF_TOL_F32);
     /* the state only ever holds copies of inputs and old state: exact */
     cf_check_state(ctx, "conv state", cf_f32(&l, bs), state, state_ref, per, n_slots, slots, nseq,
                    0.0);

@@ -17,11 +17,12 @@ static const heads head_shapes[] = {
 
 static size_t conv_dim(const heads *h) { return 2 * (size_t)h->nk * h->dk + (size_t)h->nv * h->dv; }
 
-/* Rows of qkv [T, C] as l2norm_qk leaves them: unit q (times dk^-1/2) and k, v in [-1,1]. */
-static void fill_qkv(mt_rng *rng, metrale_bf16 *qkv, uint32_t t, const heads *h) {
+/* Rows of qkv f32 [T, C] as l2norm_qk leaves them: unit q (times dk^-1/2) and k, v in
+ * [-1,1]; not bf16 values, so a kernel that rounds qkv through bf16 fails. */
+static void fill_qkv(mt_rng *rng, float *qkv, uint32_t t, const heads *h) {
   size_t c = conv_dim(h);
   for (uint32_t tok = 0; tok < t; tok++) {
-    metrale_bf16 *row = qkv + tok * c;
+    float *row = qkv + tok * c;
     for (uint32_t hh = 0; hh < 2 * h->nk; hh++) {
       double v[128], ss = 0.0;
       for (uint32_t j = 0; j < h->dk; j++) {
@@ -30,9 +31,9 @@ static void fill_qkv(mt_rng *rng, metrale_bf16 *qkv, uint32_t t, const heads *h)
       }
       double sc = 1.0 / sqrt(ss) * (hh < h->nk ? 1.0 / sqrt((double)h->dk) : 1.0);
       for (uint32_t j = 0; j < h->dk; j++)
-        row[hh * h->dk + j] = metrale_f32_to_bf16((float)(v[j] * sc));
+        row[hh * h->dk + j] = (float)(v[j] * sc);
     }
-    mt_fill_bf16(rng, row + 2 * (size_t)h->nk * h->dk, (size_t)h->nv * h->dv, -1, 1);
+    mt_fill_f32(rng, row + 2 * (size_t)h->nk * h->dk, (size_t)h->nv * h->dv, -1, 1);
   }
 }
 
@@ -45,30 +46,30 @@ static void fill_gates(mt_rng *rng, float *g, float *beta, size_t n) {
 }
 
 /* One token, value head vh, on S [dk,dv] (double): writes o [dv]. */
-static void ref_step(double *S, double *o, const metrale_bf16 *row, double g, double beta,
-                     uint32_t vh, const heads *h) {
+static void ref_step(double *S, double *o, const float *row, double g, double beta, uint32_t vh,
+                     const heads *h) {
   uint32_t kh = vh / (h->nv / h->nk);
-  const metrale_bf16 *q = row + (size_t)kh * h->dk;
-  const metrale_bf16 *k = row + (size_t)h->nk * h->dk + (size_t)kh * h->dk;
-  const metrale_bf16 *v = row + 2 * (size_t)h->nk * h->dk + (size_t)vh * h->dv;
+  const float *q = row + (size_t)kh * h->dk;
+  const float *k = row + (size_t)h->nk * h->dk + (size_t)kh * h->dk;
+  const float *v = row + 2 * (size_t)h->nk * h->dk + (size_t)vh * h->dv;
   double decay = exp(g);
   for (size_t i = 0; i < (size_t)h->dk * h->dv; i++) S[i] *= decay;
   for (uint32_t j = 0; j < h->dv; j++) {
     double kv = 0.0;
-    for (uint32_t i = 0; i < h->dk; i++) kv += mt_bf(k[i]) * S[(size_t)i * h->dv + j];
-    double d = beta * (mt_bf(v[j]) - kv);
-    for (uint32_t i = 0; i < h->dk; i++) S[(size_t)i * h->dv + j] += mt_bf(k[i]) * d;
+    for (uint32_t i = 0; i < h->dk; i++) kv += (double)k[i] * S[(size_t)i * h->dv + j];
+    double d = beta * ((double)v[j] - kv);
+    for (uint32_t i = 0; i < h->dk; i++) S[(size_t)i * h->dv + j] += (double)k[i] * d;
   }
   for (uint32_t j = 0; j < h->dv; j++) {
     double acc = 0.0;
-    for (uint32_t i = 0; i < h->dk; i++) acc += mt_bf(q[i]) * S[(size_t)i * h->dv + j];
+    for (uint32_t i = 0; i < h->dk; i++) acc += (double)q[i] * S[(size_t)i * h->dv + j];
     o[j] = acc;
   }
 }
 
 /* Runs a sequence of tokens [t0, t1) for every value head from state slot (or zeros
  * for -1), writing o_ref [T, nv, dv] and the final state into state_ref unless -1. */
-static void ref_sequence(double *o_ref, double *state_ref, const metrale_bf16 *qkv, const float *g,
+static void ref_sequence(double *o_ref, double *state_ref, const float *qkv, const float *g,
                          const float *beta, int32_t slot, uint32_t t0, uint32_t t1,
                          const heads *h) {
   size_t per = (size_t)h->dk * h->dv, c = conv_dim(h);
@@ -93,7 +94,7 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq
   uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
   size_t c = conv_dim(h), per = (size_t)h->nv * h->dk * h->dv;
   size_t no = (size_t)t * h->nv * h->dv, ng = (size_t)t * h->nv, ns = n_slots * per;
-  metrale_bf16 *qkv = cf_alloc(t * c, 2);
+  float *qkv = cf_alloc(t * c, sizeof(float));
   float *g = cf_alloc(ng, sizeof(float)), *beta = cf_alloc(ng, sizeof(float));
   float *state = cf_alloc(ns, sizeof(float));
   int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
@@ -112,7 +113,7 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq
   cf_launch_init(&l, prefill ? METRALE_K_delta_rule_prefill : METRALE_K_delta_rule_decode,
                  (gpu_dim3){nseq * h->nv, 1, 1});
   int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, no, NULL, CF_TOL_BF16);
-  int bq = cf_buf_add(&l, "qkv", CF_BF16, CF_IN, t * c, qkv, 0);
+  int bq = cf_buf_add(&l, "qkv", CF_F32, CF_IN, t * c, qkv, 0);
   int bg = cf_buf_add(&l, "g", CF_F32, CF_IN, ng, g, 0);
   int bb = cf_buf_add(&l, "beta", CF_F32, CF_IN, ng, beta, 0);
   int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, ns, state, CF_TOL_F32);

@@ -1,5 +1,6 @@
 /* gdn module, data movement: split_qkvzba (Qwen3-Next), split_qkvzba35 (Qwen3.5),
- * l2norm_qk, gates. */
+ * l2norm_qk, gates.  All of these work on f32 activations (kernels.def, "Precision"):
+ * inputs are f32 values that are not bf16, so a kernel rounding through bf16 fails. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,23 +29,24 @@ static void run_split(metrale_kernel_id id, int qwen35) {
     size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv;
     size_t zw = (size_t)s->nv * s->dv;
     size_t width = c + zw + 2 * (size_t)s->nv; /* same total in both layouts */
-    metrale_bf16 *p = cf_alloc(s->t * width, 2);
-    mt_fill_bf16(&ctx.rng, p, s->t * width, -4, 4);
-    metrale_bf16 *mixed = cf_alloc(s->t * c, 2), *z = cf_alloc(s->t * zw, 2);
-    metrale_bf16 *b = cf_alloc((size_t)s->t * s->nv, 2), *a = cf_alloc((size_t)s->t * s->nv, 2);
+    float *p = cf_alloc(s->t * width, sizeof(float));
+    mt_fill_f32(&ctx.rng, p, s->t * width, -4, 4);
+    float *mixed = cf_alloc(s->t * c, sizeof(float)), *z = cf_alloc(s->t * zw, sizeof(float));
+    float *b = cf_alloc((size_t)s->t * s->nv, sizeof(float));
+    float *a = cf_alloc((size_t)s->t * s->nv, sizeof(float));
     for (uint32_t t = 0; t < s->t; t++) {
-      const metrale_bf16 *row = p + t * width;
-      metrale_bf16 *m = mixed + t * c;
+      const float *row = p + t * width;
+      float *m = mixed + t * c;
       if (qwen35) {
-        memcpy(m, row, c * 2);
-        memcpy(z + t * zw, row + c, zw * 2);
-        memcpy(b + (size_t)t * s->nv, row + c + zw, s->nv * 2);
-        memcpy(a + (size_t)t * s->nv, row + c + zw + s->nv, s->nv * 2);
+        memcpy(m, row, c * sizeof(float));
+        memcpy(z + t * zw, row + c, zw * sizeof(float));
+        memcpy(b + (size_t)t * s->nv, row + c + zw, s->nv * sizeof(float));
+        memcpy(a + (size_t)t * s->nv, row + c + zw + s->nv, s->nv * sizeof(float));
         continue;
       }
       size_t group = 2 * (size_t)s->dk + 2 * (size_t)r * s->dv;
       for (uint32_t kh = 0; kh < s->nk; kh++) {
-        const metrale_bf16 *g = row + kh * group;
+        const float *g = row + kh * group;
         for (uint32_t i = 0; i < s->dk; i++) {
           m[kh * s->dk + i] = g[i];                                 /* q */
           m[(size_t)s->nk * s->dk + kh * s->dk + i] = g[s->dk + i]; /* k */
@@ -53,7 +55,7 @@ static void run_split(metrale_kernel_id id, int qwen35) {
           m[2 * (size_t)s->nk * s->dk + (size_t)kh * r * s->dv + i] = g[2 * s->dk + i]; /* v */
           z[t * zw + (size_t)kh * r * s->dv + i] = g[2 * s->dk + r * s->dv + i];        /* z */
         }
-        const metrale_bf16 *ba = row + s->nk * group + (size_t)kh * 2 * r;
+        const float *ba = row + s->nk * group + (size_t)kh * 2 * r;
         for (uint32_t i = 0; i < r; i++) {
           b[(size_t)t * s->nv + kh * r + i] = ba[i];
           a[(size_t)t * s->nv + kh * r + i] = ba[r + i];
@@ -63,11 +65,11 @@ static void run_split(metrale_kernel_id id, int qwen35) {
 
     cf_launch l;
     cf_launch_init(&l, id, (gpu_dim3){s->t, 1, 1});
-    int bm = cf_buf_add(&l, "mixed", CF_BF16, CF_OUT, s->t * c, NULL, 0);
-    int bz = cf_buf_add(&l, "z", CF_BF16, CF_OUT, s->t * zw, NULL, 0);
-    int bb = cf_buf_add(&l, "b", CF_BF16, CF_OUT, (size_t)s->t * s->nv, NULL, 0);
-    int ba = cf_buf_add(&l, "a", CF_BF16, CF_OUT, (size_t)s->t * s->nv, NULL, 0);
-    int bp = cf_buf_add(&l, "p", CF_BF16, CF_IN, s->t * width, p, 0);
+    int bm = cf_buf_add(&l, "mixed", CF_F32, CF_OUT, s->t * c, NULL, 0);
+    int bz = cf_buf_add(&l, "z", CF_F32, CF_OUT, s->t * zw, NULL, 0);
+    int bb = cf_buf_add(&l, "b", CF_F32, CF_OUT, (size_t)s->t * s->nv, NULL, 0);
+    int ba = cf_buf_add(&l, "a", CF_F32, CF_OUT, (size_t)s->t * s->nv, NULL, 0);
+    int bp = cf_buf_add(&l, "p", CF_F32, CF_IN, s->t * width, p, 0);
     cf_arg_buf(&l, bm);
     cf_arg_buf(&l, bz);
     cf_arg_buf(&l, bb);
@@ -79,10 +81,10 @@ static void run_split(metrale_kernel_id id, int qwen35) {
     cf_arg_u32(&l, s->dk);
     cf_arg_u32(&l, s->dv);
     if (cf_run(&ctx, &l, kern)) {
-      cf_check_exact(&ctx, "mixed", cf_bf16(&l, bm), mixed, 2, s->t * c);
-      cf_check_exact(&ctx, "z", cf_bf16(&l, bz), z, 2, s->t * zw);
-      cf_check_exact(&ctx, "b", cf_bf16(&l, bb), b, 2, (size_t)s->t * s->nv);
-      cf_check_exact(&ctx, "a", cf_bf16(&l, ba), a, 2, (size_t)s->t * s->nv);
+      cf_check_exact(&ctx, "mixed", cf_f32(&l, bm), mixed, 4, s->t * c);
+      cf_check_exact(&ctx, "z", cf_f32(&l, bz), z, 4, s->t * zw);
+      cf_check_exact(&ctx, "b", cf_f32(&l, bb), b, 4, (size_t)s->t * s->nv);
+      cf_check_exact(&ctx, "a", cf_f32(&l, ba), a, 4, (size_t)s->t * s->nv);
     }
     cf_launch_free(&l);
     free(p), free(mixed), free(z), free(b), free(a);
@@ -103,10 +105,10 @@ Test(gdn, l2norm_qk) {
     uint32_t ld = 2 * nk * dk + shapes[si].extra;
     snprintf(ctx.shape, sizeof ctx.shape, "T=%u nk=%u dk=%u ld=%u", t, nk, dk, ld);
     size_t n = (size_t)t * ld;
-    metrale_bf16 *x = cf_alloc(n, 2);
-    mt_fill_bf16(&ctx.rng, x, n, -3, 3);
+    float *x = cf_alloc(n, sizeof(float));
+    mt_fill_f32(&ctx.rng, x, n, -3, 3);
     double *ref = cf_alloc(n, sizeof(double));
-    mt_bf16_to_double(ref, x, n);
+    mt_f32_to_double(ref, x, n);
     size_t nh = (size_t)t * 2 * nk * dk; /* normalised values, compared as one vector */
     double *ref_heads = cf_alloc(nh, sizeof(double));
     size_t h = 0;
@@ -121,22 +123,23 @@ Test(gdn, l2norm_qk) {
 
     cf_launch l;
     cf_launch_init(&l, METRALE_K_l2norm_qk, (gpu_dim3){t * 2 * nk, 1, 1});
-    int bx = cf_buf_add(&l, "x", CF_BF16, CF_INOUT, n, x, CF_TOL_BF16);
+    int bx = cf_buf_add(&l, "x", CF_F32, CF_INOUT, n, x, CF_TOL_F32);
     cf_arg_buf(&l, bx);
     cf_arg_u32(&l, t);
     cf_arg_u32(&l, nk);
     cf_arg_u32(&l, dk);
     cf_arg_u32(&l, ld);
     if (cf_run(&ctx, &l, kern)) {
-      const metrale_bf16 *got = cf_bf16(&l, bx);
-      metrale_bf16 *qk = cf_alloc(nh, 2);
+      const float *got = cf_f32(&l, bx);
+      float *qk = cf_alloc(nh, sizeof(float));
       for (uint32_t tok = 0; tok < t; tok++) {
-        memcpy(qk + (size_t)tok * 2 * nk * dk, got + (size_t)tok * ld, 2 * (size_t)nk * dk * 2);
+        memcpy(qk + (size_t)tok * 2 * nk * dk, got + (size_t)tok * ld,
+               2 * (size_t)nk * dk * sizeof(float));
         /* the rest of the row (v, or whatever follows) is not the kernel's */
         cf_check_exact(&ctx, "row tail", got + (size_t)tok * ld + 2 * nk * dk,
-                       x + (size_t)tok * ld + 2 * nk * dk, 2, shapes[si].extra);
+                       x + (size_t)tok * ld + 2 * nk * dk, 4, shapes[si].extra);
       }
-      cf_check_bf16(&ctx, "q/k heads", qk, ref_heads, nh, CF_TOL_BF16);
+      cf_check_f32(&ctx, "q/k heads", qk, ref_heads, nh, CF_TOL_F32);
       free(qk);
     }
     cf_launch_free(&l);
@@ -151,27 +154,28 @@ Test(gdn, gates) {
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, nv = shapes[si].nv, n = t * nv;
     snprintf(ctx.shape, sizeof ctx.shape, "T=%u nv=%u", t, nv);
-    metrale_bf16 *a = cf_alloc(n, 2), *b = cf_alloc(n, 2), *dt = cf_alloc(nv, 2);
+    float *a = cf_alloc(n, sizeof(float)), *b = cf_alloc(n, sizeof(float));
+    metrale_bf16 *dt = cf_alloc(nv, 2);
     float *alog = cf_alloc(nv, sizeof(float));
-    mt_fill_bf16(&ctx.rng, a, n, -8, 26); /* crosses the softplus threshold at 20 */
-    mt_fill_bf16(&ctx.rng, b, n, -6, 6);
+    mt_fill_f32(&ctx.rng, a, n, -8, 26); /* crosses the softplus threshold at 20 */
+    mt_fill_f32(&ctx.rng, b, n, -6, 6);
     mt_fill_bf16(&ctx.rng, dt, nv, -1, 1);
     mt_fill_f32(&ctx.rng, alog, nv, -2, 1.5);
     double *g_ref = cf_alloc(n, sizeof(double)), *beta_ref = cf_alloc(n, sizeof(double));
     for (uint32_t i = 0; i < n; i++) {
       uint32_t h = i % nv;
-      double x = mt_bf(a[i]) + mt_bf(dt[h]);
+      double x = (double)a[i] + mt_bf(dt[h]);
       double sp = x > 20.0 ? x : log1p(exp(x));
       g_ref[i] = -exp((double)alog[h]) * sp;
-      beta_ref[i] = 1.0 / (1.0 + exp(-mt_bf(b[i])));
+      beta_ref[i] = 1.0 / (1.0 + exp(-(double)b[i]));
     }
 
     cf_launch l;
     cf_launch_init(&l, METRALE_K_gates, (gpu_dim3){(n + 255) / 256, 1, 1});
     int bg = cf_buf_add(&l, "g", CF_F32, CF_OUT, n, NULL, CF_TOL_F32);
     int bbeta = cf_buf_add(&l, "beta", CF_F32, CF_OUT, n, NULL, CF_TOL_F32);
-    int ba = cf_buf_add(&l, "a", CF_BF16, CF_IN, n, a, 0);
-    int bb = cf_buf_add(&l, "b", CF_BF16, CF_IN, n, b, 0);
+    int ba = cf_buf_add(&l, "a", CF_F32, CF_IN, n, a, 0);
+    int bb = cf_buf_add(&l, "b", CF_F32, CF_IN, n, b, 0);
     int bl = cf_buf_add(&l, "a_log", CF_F32, CF_IN, nv, alog, 0);
     int bd = cf_buf_add(&l, "dt_bias", CF_BF16, CF_IN, nv, dt, 0);
     cf_arg_buf(&l, bg);

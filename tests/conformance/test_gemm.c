@@ -1,4 +1,5 @@
-/* gemm module: gemm_bf16, gemm_bf16_f32, gemv_bf16 (y = x . w^T, HF Linear layout). */
+/* gemm module: gemm_bf16, gemm_bf16_f32, gemm_f32in and the gemv forms (y = x . w^T, HF Linear
+ * layout). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -12,39 +13,53 @@ static const mnk gemm_shapes[] = {{1, 1, 1},     {1, 7, 129},   {3, 64, 1000}, {
                                   {16, 33, 256}, {17, 70, 130}, {64, 65, 64},  {70, 5, 33}};
 static const mnk gemv_shapes[] = {{1, 1, 1},  {1, 7, 129},   {2, 8, 1000},  {3, 129, 64},
                                   {8, 9, 17}, {16, 33, 256}, {1, 300, 2048}};
+/* gemv_bf16_f32 (the decode input projection): every M of 1..16, odd N and K. */
+static const mnk gemv_f32_shapes[] = {
+    {1, 1, 1},     {1, 301, 2049}, {2, 9, 1001},  {3, 129, 65},  {4, 17, 33},   {5, 31, 255},
+    {6, 15, 7},    {7, 63, 129},   {8, 9, 17},    {9, 5, 513},   {10, 65, 31},  {11, 3, 97},
+    {12, 33, 15},  {13, 11, 259},  {14, 129, 63}, {15, 7, 1025}, {16, 33, 257}, {16, 1, 1}};
 
-/* y [M,N] = x [M,K] . w [N,K]^T in double. */
-static void ref_gemm(double *y, const metrale_bf16 *x, const metrale_bf16 *w, const mnk *s) {
+/* gemm_f32in may round x to tf32 (10-bit mantissa): NMSE ~ (2^-11)^2 / 3 */
+#define TOL_TF32 1e-6
+
+/* y [M,N] = x [M,K] . w [N,K]^T in double; x is bf16, or f32 when xf is given. */
+static void ref_gemm(double *y, const metrale_bf16 *x, const float *xf, const metrale_bf16 *w,
+                     const mnk *s) {
   for (uint32_t i = 0; i < s->m; i++)
     for (uint32_t j = 0; j < s->n; j++) {
       double acc = 0.0;
       for (uint32_t q = 0; q < s->k; q++)
-        acc += mt_bf(x[(size_t)i * s->k + q]) * mt_bf(w[(size_t)j * s->k + q]);
+        acc += (xf ? (double)xf[(size_t)i * s->k + q] : mt_bf(x[(size_t)i * s->k + q])) *
+               mt_bf(w[(size_t)j * s->k + q]);
       y[(size_t)i * s->n + j] = acc;
     }
 }
 
-/* out_f32: gemm_bf16_f32.  gemv: grid.x = ceil(N/8), else (ceil(N/64), ceil(M/64)). */
-static void run_gemm(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
-                     int gemv) {
+/* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in).  gemv: grid.x = ceil(N/8), else
+ * (ceil(N/64), ceil(M/64)). */
+static void run_gemm_x(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
+                       int in_f32, int gemv) {
   CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < nshapes; si++) {
     const mnk *s = &shapes[si];
     snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u K=%u", s->m, s->n, s->k);
     size_t nx = (size_t)s->m * s->k, nw = (size_t)s->n * s->k, ny = (size_t)s->m * s->n;
     metrale_bf16 *x = cf_alloc(nx, 2), *w = cf_alloc(nw, 2);
+    float *xf = in_f32 ? cf_alloc(nx, 4) : NULL;
     mt_fill_bf16(&ctx.rng, x, nx, -1, 1);
+    if (xf) mt_fill_f32(&ctx.rng, xf, nx, -1, 1); /* not bf16-exact: rounding x fails */
     mt_fill_bf16(&ctx.rng, w, nw, -1, 1);
     double *ref = cf_alloc(ny, sizeof(double));
-    ref_gemm(ref, x, w, s);
+    ref_gemm(ref, x, xf, w, s);
 
     gpu_dim3 grid =
         gemv ? (gpu_dim3){(s->n + 7) / 8, 1, 1} : (gpu_dim3){(s->n + 63) / 64, (s->m + 63) / 64, 1};
-    double tol = out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
+    double tol = in_f32 ? TOL_TF32 : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
     cf_launch l;
     cf_launch_init(&l, id, grid);
     int by = cf_buf_add(&l, "y", out_f32 ? CF_F32 : CF_BF16, CF_OUT, ny, NULL, tol);
-    int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0);
+    int bx = in_f32 ? cf_buf_add(&l, "x", CF_F32, CF_IN, nx, xf, 0)
+                    : cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0);
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
     cf_arg_buf(&l, by);
     cf_arg_buf(&l, bx);
@@ -59,9 +74,13 @@ static void run_gemm(metrale_kernel_id id, const mnk *shapes, size_t nshapes, in
         cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, ny, tol);
     }
     cf_launch_free(&l);
-    free(x), free(w), free(ref);
+    free(x), free(xf), free(w), free(ref);
   }
   cf_close(&ctx);
+}
+
+static void run_gemm(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32, int gemv) {
+  run_gemm_x(id, shapes, nshapes, out_f32, 0, gemv);
 }
 
 Test(gemm, gemm_bf16) {
@@ -74,4 +93,18 @@ Test(gemm, gemm_bf16_f32) {
 
 Test(gemm, gemv_bf16) {
   run_gemm(METRALE_K_gemv_bf16, gemv_shapes, sizeof gemv_shapes / sizeof gemv_shapes[0], 0, 1);
+}
+
+Test(gemm, gemv_bf16_f32) {
+  run_gemm(METRALE_K_gemv_bf16_f32, gemv_f32_shapes,
+           sizeof gemv_f32_shapes / sizeof gemv_f32_shapes[0], 1, 1);
+}
+
+Test(gemm, gemm_f32in) {
+  run_gemm_x(METRALE_K_gemm_f32in, gemm_shapes, sizeof gemm_shapes / sizeof gemm_shapes[0], 1, 1, 0);
+}
+
+Test(gemm, gemv_f32in) {
+  run_gemm_x(METRALE_K_gemv_f32in, gemv_f32_shapes, sizeof gemv_f32_shapes / sizeof gemv_f32_shapes[0],
+             1, 1, 1);
 }

@@ -1,4 +1,4 @@
-/* norm module: rmsnorm, add_rmsnorm, gated_rmsnorm against double references. */
+/* norm module: rmsnorm, rmsnorm_f32, add_rmsnorm, gated_rmsnorm against double references. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -23,8 +23,9 @@ static void ref_rmsnorm(double *y, const double *x, const metrale_bf16 *w, uint3
   }
 }
 
-Test(norm, rmsnorm) {
-  CF_BEGIN(ctx, k, METRALE_K_rmsnorm);
+/* out_f32: rmsnorm_f32 (the mixer input, not rounded). */
+static void run_rmsnorm(metrale_kernel_id id, int out_f32) {
+  CF_BEGIN(ctx, k, id);
   for (size_t si = 0; si < NSHAPES; si++) {
     uint32_t rows = shapes[si].rows, n = shapes[si].n;
     size_t cnt = (size_t)rows * n;
@@ -37,8 +38,9 @@ Test(norm, rmsnorm) {
     ref_rmsnorm(ref, xd, w, rows, n);
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_rmsnorm, (gpu_dim3){rows, 1, 1});
-    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+    cf_launch_init(&l, id, (gpu_dim3){rows, 1, 1});
+    double tol = out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
+    int by = cf_buf_add(&l, "y", out_f32 ? CF_F32 : CF_BF16, CF_OUT, cnt, NULL, tol);
     int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, cnt, x, 0);
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
     cf_arg_buf(&l, by);
@@ -47,12 +49,21 @@ Test(norm, rmsnorm) {
     cf_arg_u32(&l, rows);
     cf_arg_u32(&l, n);
     cf_arg_f32(&l, eps);
-    if (cf_run(&ctx, &l, k)) cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
+    if (cf_run(&ctx, &l, k)) {
+      if (out_f32)
+        cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, cnt, tol);
+      else
+        cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, tol);
+    }
     cf_launch_free(&l);
     free(x), free(w), free(xd), free(ref);
   }
   cf_close(&ctx);
 }
+
+Test(norm, rmsnorm) { run_rmsnorm(METRALE_K_rmsnorm, 0); }
+
+Test(norm, rmsnorm_f32) { run_rmsnorm(METRALE_K_rmsnorm_f32, 1); }
 
 Test(norm, add_rmsnorm) {
   CF_BEGIN(ctx, k, METRALE_K_add_rmsnorm);
@@ -104,9 +115,10 @@ Test(norm, gated_rmsnorm) {
     uint32_t rows = shapes[si].rows, n = shapes[si].n;
     size_t cnt = (size_t)rows * n;
     snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
-    metrale_bf16 *o = cf_alloc(cnt, 2), *z = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
+    metrale_bf16 *o = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
+    float *z = cf_alloc(cnt, sizeof(float)); /* f32 gate (kernels.def, "Precision") */
     mt_fill_bf16(&ctx.rng, o, cnt, -2, 2);
-    mt_fill_bf16(&ctx.rng, z, cnt, -4, 4);
+    mt_fill_f32(&ctx.rng, z, cnt, -4, 4);
     mt_fill_bf16(&ctx.rng, w, n, 0.5, 1.5);
     double *ref = cf_alloc(cnt, sizeof(double));
     for (uint32_t r = 0; r < rows; r++) {
@@ -117,7 +129,7 @@ Test(norm, gated_rmsnorm) {
       for (uint32_t i = 0; i < n; i++) {
         size_t j = (size_t)r * n + i;
         double normed = mt_round_bf16(mt_bf(o[j]) * inv); /* rounded before the gate */
-        double zz = mt_bf(z[j]);
+        double zz = (double)z[j];
         ref[j] = normed * mt_bf(w[i]) * (zz / (1.0 + exp(-zz)));
       }
     }
@@ -126,7 +138,7 @@ Test(norm, gated_rmsnorm) {
     cf_launch_init(&l, METRALE_K_gated_rmsnorm, (gpu_dim3){rows, 1, 1});
     int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
     int bo = cf_buf_add(&l, "o", CF_BF16, CF_IN, cnt, o, 0);
-    int bz = cf_buf_add(&l, "z", CF_BF16, CF_IN, cnt, z, 0);
+    int bz = cf_buf_add(&l, "z", CF_F32, CF_IN, cnt, z, 0);
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
     cf_arg_buf(&l, by);
     cf_arg_buf(&l, bo);

@@ -84,8 +84,8 @@ void lt_run_init(lt_run *r, metrale_device *dev, const lt_fixture *f, const metr
   r->conv = calloc(r->cf * nseq, sizeof(float));
   r->rec = calloc(r->rf * nseq, sizeof(float));
   cr_assert(c->x && c->y && r->conv && r->rec);
-  for (uint64_t i = 0; i < r->T * c->H; i++) c->x[i] = metrale_f32_to_bf16(x[i]);
-  expect_ok(metrale_alloc(dev, r->T * c->H * 2, &c->dx), "dx");
+  for (uint64_t i = 0; i < r->T * c->H; i++) c->x[i] = x[i];
+  expect_ok(metrale_alloc(dev, r->T * c->H * 4, &c->dx), "dx");
   expect_ok(metrale_alloc(dev, r->T * c->H * 2, &c->dy), "dy");
 }
 

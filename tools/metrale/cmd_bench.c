@@ -136,9 +136,9 @@ int cmd_bench(int argc, char **argv) {
   c.slots = slots;
   if (!s) s = metrale_state_pool_create(dev, metrale_state_dims_of(&cfg), maxb, &pool);
   c.pool = pool;
-  if (!s) s = metrale_alloc(dev, (uint64_t)maxn * cfg.hidden_size * 2, &c.x);
+  if (!s) s = metrale_alloc(dev, (uint64_t)maxn * cfg.hidden_size * 4, &c.x); /* f32 room: the mixer part takes f32 */
   if (!s) s = metrale_alloc(dev, (uint64_t)maxn * cfg.hidden_size * 2, &c.y);
-  if (!s) s = be->vt->memset(be, c.x, 0x3e, (uint64_t)maxn * cfg.hidden_size * 2, NULL); /* ~0.19 */
+  if (!s) s = be->vt->memset(be, c.x, 0x3e, (uint64_t)maxn * cfg.hidden_size * 4, NULL); /* ~0.19 as bf16 and as f32 */
 
   result res[32];
   int nres = 0;

@@ -38,7 +38,7 @@ static double rel_l2(const float *a, const float *b, uint64_t n) {
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static metrale_status run_on(const char *backend, const metrale_qwen3_config *cfg, const metrale_bf16 *x,
+static metrale_status run_on(const char *backend, const metrale_qwen3_config *cfg, const float *x,
                              const uint32_t *lens, uint32_t nseq, run_mode mode, demo_run *out,
                              char *device_name, size_t name_cap) {
   run_ctx c;
@@ -57,9 +57,9 @@ static metrale_status run_on(const char *backend, const metrale_qwen3_config *cf
   metrale_state_dims dims = metrale_state_dims_of(cfg);
   s = metrale_qwen3_ssm_layer_create(c.dev, cfg, 0, metrale_weight_source_random(&rs), &c.layer);
   if (!s) s = metrale_state_pool_create(c.dev, dims, nseq, &c.pool);
-  c.x = (metrale_bf16 *)x;
+  c.x = (float *)x;
   c.y = out->y;
-  if (!s) s = metrale_alloc(c.dev, T * c.H * 2, &c.dx);
+  if (!s) s = metrale_alloc(c.dev, T * c.H * 4, &c.dx);
   if (!s) s = metrale_alloc(c.dev, T * c.H * 2, &c.dy);
   double t0 = cli_now();
   if (!s) s = driver_run(&c, mode, 0);
@@ -97,7 +97,7 @@ int cmd_demo(int argc, char **argv) {
   metrale_state_dims dims = metrale_state_dims_of(&cfg);
   uint64_t cf = (uint64_t)dims.conv_dim * (dims.conv_width - 1), rf = (uint64_t)dims.nv * dims.dk * dims.dv;
 
-  metrale_bf16 *x = malloc(T * H * sizeof *x);
+  float *x = malloc(T * H * sizeof *x);
   demo_run runs[3];
   int alloc_ok = x != NULL;
   for (int r = 0; r < 3; r++) {
@@ -110,7 +110,7 @@ int cmd_demo(int argc, char **argv) {
   uint64_t st = 7;
   for (uint64_t i = 0; !s && i < T * H; i++) {
     st = st * 6364136223846793005ull + 1442695040888963407ull;
-    x[i] = metrale_f32_to_bf16(((float)(st >> 40) / 16777216.0f - 0.5f) * 3.0f);
+    x[i] = metrale_bf16_to_f32(metrale_f32_to_bf16(((float)(st >> 40) / 16777216.0f - 0.5f) * 3.0f));
   }
   char device[256] = "";
   if (!s) s = run_on(opts[0].value, &cfg, x, lens, nseq, MODE_PREFILL, &runs[0], device, sizeof device);

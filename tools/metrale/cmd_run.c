@@ -48,18 +48,15 @@ static metrale_status read_inputs(run_ctx *c, const char *path, metrale_safetens
   if (T * c->H > (1ull << 32)) return METRALE_ERROR(INVALID_ARGUMENT, "%s: input too large", path);
   c->x = malloc(T * c->H * sizeof *c->x);
   c->y = calloc(T * c->H, sizeof *c->y);
-  float *tmp = malloc(T * c->H * sizeof *tmp);
-  metrale_status s = (!c->x || !c->y || !tmp) ? METRALE_ERROR(OUT_OF_MEMORY, "input of %llu tokens",
-                                                             (unsigned long long)T)
-                                              : METRALE_OK;
+  metrale_status s = (!c->x || !c->y) ? METRALE_ERROR(OUT_OF_MEMORY, "input of %llu tokens",
+                                                     (unsigned long long)T)
+                                      : METRALE_OK;
   for (uint32_t i = 0; i < c->nseq && !s; i++) {
     snprintf(name, sizeof name, *suffixed ? "input.%u" : "input", i);
     uint64_t count = (uint64_t)c->len[i] * c->H;
-    s = metrale_safetensors_read_f32(in, name, tmp + c->first[i] * c->H, count);
+    s = metrale_safetensors_read_f32(in, name, c->x + c->first[i] * c->H, count);
   }
-  for (uint64_t e = 0; !s && e < T * c->H; e++) c->x[e] = metrale_f32_to_bf16(tmp[e]);
-  free(tmp);
-  if (!s) s = metrale_alloc(c->dev, T * c->H * 2, &c->dx);
+  if (!s) s = metrale_alloc(c->dev, T * c->H * 4, &c->dx);
   if (!s) s = metrale_alloc(c->dev, T * c->H * 2, &c->dy);
   return s;
 }

@@ -16,15 +16,22 @@ metrale_status driver_step(run_ctx *c, const uint32_t *from, const uint32_t *n, 
     S++;
   }
   if (S == 0) return METRALE_OK;
-  metrale_status s = METRALE_OK;
-  uint32_t t = 0;
-  for (uint32_t i = 0; i < c->nseq && !s; i++) {
-    if (n[i] == 0) continue;
-    s = c->be->vt->copy_h2d(c->be, c->dx + (uint64_t)t * row * 2, c->x + (c->first[i] + from[i]) * row,
-                            (uint64_t)n[i] * row * 2, NULL);
-    t += n[i];
+  /* the mixer's input is f32, the layer's bf16 (qwen3_ssm.h) */
+  const int f32_in = c->part == METRALE_PART_MIXER;
+  const size_t esize = f32_in ? 4 : 2;
+  void *in = malloc((size_t)T * row * esize);
+  if (!in) return METRALE_ERROR(OUT_OF_MEMORY, "input staging");
+  size_t t = 0;
+  for (uint32_t i = 0; i < c->nseq; i++) {
+    const float *src = c->x + (c->first[i] + from[i]) * row;
+    for (size_t e = 0; e < (size_t)n[i] * row; e++, t++) {
+      if (f32_in) ((float *)in)[t] = src[e];
+      else ((metrale_bf16 *)in)[t] = metrale_f32_to_bf16(src[e]);
+    }
   }
+  metrale_status s = c->be->vt->copy_h2d(c->be, c->dx, in, (uint64_t)T * row * esize, NULL);
   if (!s) s = c->be->vt->stream_sync(c->be, NULL);
+  free(in);
   if (!s) s = decode ? metrale_qwen3_ssm_decode(c->layer, c->pool, c->part, slots, S, c->dx, c->dy, NULL)
                      : metrale_qwen3_ssm_prefill(c->layer, c->pool, c->part, cu, slots, S, c->dx, c->dy, NULL);
   if (s) return s;
@@ -36,7 +43,7 @@ metrale_status driver_step(run_ctx *c, const uint32_t *from, const uint32_t *n, 
   for (uint32_t i = 0; i < c->nseq && !s; i++) {
     if (n[i] == 0) continue;
     float *dst = c->y + (c->first[i] + from[i]) * row;
-    for (size_t e = 0; e < (size_t)n[i] * row; e++) dst[e] = metrale_bf16_to_f32(out[(size_t)t * row + e]);
+    for (size_t e = 0; e < (size_t)n[i] * row; e++) dst[e] = metrale_bf16_to_f32(out[t * row + e]);
     t += n[i];
   }
   free(out);

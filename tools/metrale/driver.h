@@ -18,9 +18,9 @@ typedef struct run_ctx {
   uint32_t H, nseq;
   uint32_t len[MAX_SEQS];
   uint64_t first[MAX_SEQS]; /* first row of sequence i in x/y */
-  metrale_bf16 *x;          /* [T, H] all sequences, back to back */
+  float *x;                 /* [T, H] all sequences, back to back */
   float *y;                 /* [T, H] */
-  gpu_ptr dx, dy;           /* device [T, H] staging */
+  gpu_ptr dx, dy;           /* device staging: dx f32 [T, H] (room for either input dtype), dy bf16 [T, H] */
 } run_ctx;
 
 /* One call of the layer over rows [from[i], from[i] + n[i]) of each sequence i; decode

@@ -1,7 +1,7 @@
 /* Shapes that reach branches of the Vulkan shaders the shared conformance shapes do
  * not: delta rule with dv > 128 (several column groups per workgroup) and dk at the
  * VK_DELTA_DK_MAX limit, top-k over more experts than invocations (strided scans, ties
- * across invocations), gemv over more rows than one 8-row pass.  Each launch runs
+ * across invocations), the three gemv kernels over more rows than one 8-row pass.  Each launch runs
  * through the conformance harness: guard bands, inputs left intact, and a comparison
  * with the cpu backend (METRALE_TEST_BACKEND=vulkan is set by the build). */
 #include <stdlib.h>
@@ -16,12 +16,12 @@ static void delta_case(cf_ctx *ctx, gpu_kernel kern, int prefill, uint32_t nk, u
   size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv, per = (size_t)nv * dk * dv;
   snprintf(ctx->shape, sizeof ctx->shape, "%s S=%u T=%u nk=%u nv=%u dk=%u dv=%u",
            prefill ? "prefill" : "decode", nseq, t, nk, nv, dk, dv);
-  metrale_bf16 *qkv = cf_alloc(t * c, 2);
+  float *qkv = cf_alloc(t * c, 4);
   float *g = cf_alloc((size_t)t * nv, 4), *beta = cf_alloc((size_t)t * nv, 4);
   float *state = cf_alloc(n_slots * per, 4);
   int32_t *slots = cf_alloc(nseq, 4);
   /* unit-norm-ish q, k so the recurrence stays bounded */
-  mt_fill_bf16(&ctx->rng, qkv, t * c, -1.0 / 8, 1.0 / 8);
+  mt_fill_f32(&ctx->rng, qkv, t * c, -1.0 / 8, 1.0 / 8);
   mt_fill_f32(&ctx->rng, g, (size_t)t * nv, -1.0, -0.01);
   mt_fill_f32(&ctx->rng, beta, (size_t)t * nv, 0.0, 1.0);
   mt_fill_f32(&ctx->rng, state, n_slots * per, -0.5, 0.5);
@@ -31,7 +31,7 @@ static void delta_case(cf_ctx *ctx, gpu_kernel kern, int prefill, uint32_t nk, u
   cf_launch_init(&l, prefill ? METRALE_K_delta_rule_prefill : METRALE_K_delta_rule_decode,
                  (gpu_dim3){nseq * nv, 1, 1});
   int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, (size_t)t * nv * dv, NULL, CF_TOL_BF16);
-  int bq = cf_buf_add(&l, "qkv", CF_BF16, CF_IN, t * c, qkv, 0);
+  int bq = cf_buf_add(&l, "qkv", CF_F32, CF_IN, t * c, qkv, 0);
   int bg = cf_buf_add(&l, "g", CF_F32, CF_IN, (size_t)t * nv, g, 0);
   int bb = cf_buf_add(&l, "beta", CF_F32, CF_IN, (size_t)t * nv, beta, 0);
   int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, n_slots * per, state, CF_TOL_F32);
@@ -107,19 +107,44 @@ Test(vulkan_shapes, moe_topk_many_experts) {
   cf_close(&ctx);
 }
 
-Test(vulkan_shapes, gemv_many_rows) {
-  CF_BEGIN(ctx, kern, METRALE_K_gemv_bf16);
+/* y = x . w^T in double; x is bf16, or f32 when xf is given. */
+static double *ref_gemv(const metrale_bf16 *x, const float *xf, const metrale_bf16 *w, uint32_t m,
+                        uint32_t n, uint32_t k) {
+  double *y = cf_alloc((size_t)m * n, sizeof(double));
+  for (uint32_t i = 0; i < m; i++)
+    for (uint32_t j = 0; j < n; j++) {
+      double acc = 0.0;
+      for (uint32_t q = 0; q < k; q++)
+        acc += (xf ? (double)xf[(size_t)i * k + q] : mt_bf(x[(size_t)i * k + q])) *
+               mt_bf(w[(size_t)j * k + q]);
+      y[(size_t)i * n + j] = acc;
+    }
+  return y;
+}
+
+/* out_f32: y f32 (gemv_bf16_f32, gemv_f32in), else bf16 (gemv_bf16).  in_f32: x f32
+ * (gemv_f32in), filled with values bf16 cannot hold: the f32 tolerance then also catches
+ * a shader that rounds x (NMSE ~1e-6). */
+static void gemv_many_rows(metrale_kernel_id id, int out_f32, int in_f32) {
+  CF_BEGIN(ctx, kern, id);
   static const uint32_t mnk[][3] = {{20, 13, 77}, {9, 8, 300}, {33, 1, 5}};
   for (size_t si = 0; si < sizeof mnk / sizeof mnk[0]; si++) {
     uint32_t m = mnk[si][0], n = mnk[si][1], k = mnk[si][2];
     snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u K=%u", m, n, k);
     metrale_bf16 *x = cf_alloc((size_t)m * k, 2), *w = cf_alloc((size_t)n * k, 2);
-    mt_fill_bf16(&ctx.rng, x, (size_t)m * k, -1, 1);
+    float *xf = in_f32 ? cf_alloc((size_t)m * k, 4) : NULL;
+    if (in_f32)
+      mt_fill_f32(&ctx.rng, xf, (size_t)m * k, -1, 1);
+    else
+      mt_fill_bf16(&ctx.rng, x, (size_t)m * k, -1, 1);
     mt_fill_bf16(&ctx.rng, w, (size_t)n * k, -1, 1);
+    double *ref = ref_gemv(x, xf, w, m, n, k);
+    double tol = out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_gemv_bf16, (gpu_dim3){(n + 7) / 8, 1, 1});
-    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, (size_t)m * n, NULL, CF_TOL_BF16);
-    int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, (size_t)m * k, x, 0);
+    cf_launch_init(&l, id, (gpu_dim3){(n + 7) / 8, 1, 1});
+    int by = cf_buf_add(&l, "y", out_f32 ? CF_F32 : CF_BF16, CF_OUT, (size_t)m * n, NULL, tol);
+    int bx = in_f32 ? cf_buf_add(&l, "x", CF_F32, CF_IN, (size_t)m * k, xf, 0)
+                    : cf_buf_add(&l, "x", CF_BF16, CF_IN, (size_t)m * k, x, 0);
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)n * k, w, 0);
     cf_arg_buf(&l, by);
     cf_arg_buf(&l, bx);
@@ -127,9 +152,20 @@ Test(vulkan_shapes, gemv_many_rows) {
     cf_arg_u32(&l, m);
     cf_arg_u32(&l, n);
     cf_arg_u32(&l, k);
-    cf_run(&ctx, &l, kern);
+    if (cf_run(&ctx, &l, kern)) {
+      if (out_f32)
+        cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, (size_t)m * n, tol);
+      else
+        cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, (size_t)m * n, tol);
+    }
     cf_launch_free(&l);
-    free(x), free(w);
+    free(x), free(xf), free(w), free(ref);
   }
   cf_close(&ctx);
 }
+
+Test(vulkan_shapes, gemv_many_rows) { gemv_many_rows(METRALE_K_gemv_bf16, 0, 0); }
+
+Test(vulkan_shapes, gemv_f32_many_rows) { gemv_many_rows(METRALE_K_gemv_bf16_f32, 1, 0); }
+
+Test(vulkan_shapes, gemv_f32in_many_rows) { gemv_many_rows(METRALE_K_gemv_f32in, 1, 1); }

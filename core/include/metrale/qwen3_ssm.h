@@ -1,7 +1,9 @@
 /* The Qwen3 SSM decoder layer (Gated DeltaNet mixer + dense or MoE FFN), written once
  * against the gpu_backend vtable.  DESIGN.md section 4 is its numerical contract.
  *
- * Activations are bf16 [T, H] device buffers; state lives in a metrale_state_pool. */
+ * The layer's input and output are bf16 [T, H] device buffers (the residual stream).
+ * With METRALE_PART_MIXER the input is the mixer's own input, which metrale keeps in f32
+ * (docs/numerics.md): x is then f32 [T, H].  State lives in a metrale_state_pool. */
 #ifndef METRALE_QWEN3_SSM_H
 #define METRALE_QWEN3_SSM_H
 
@@ -60,7 +62,7 @@ int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *layer);
 /* Prints which kernel each step uses (and which fallbacks were taken). */
 void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *layer, FILE *out);
 
-/* Prefill: S sequences packed in x bf16 [T, H], T = cu_seqlens[S]; sequence s
+/* Prefill: S sequences packed in x [T, H] (bf16, or f32 for the mixer part), T = cu_seqlens[S]; sequence s
  * continues from state slot slots[s] (reset a slot first for a fresh sequence) and
  * leaves its final state there.  y bf16 [T, H] may not alias x.  Everything is checked
  * before any slot is touched: a failed call leaves every slot as it was. */
@@ -69,7 +71,7 @@ metrale_status metrale_qwen3_ssm_prefill(metrale_qwen3_ssm_layer *layer, metrale
                                          const int32_t *slots, uint32_t n_seqs, gpu_ptr x,
                                          gpu_ptr y, gpu_stream stream);
 
-/* Decode: one token for each of B slots, x and y bf16 [B, H]. */
+/* Decode: one token for each of B slots, x [B, H] (as for prefill) and y bf16 [B, H]. */
 metrale_status metrale_qwen3_ssm_decode(metrale_qwen3_ssm_layer *layer, metrale_state_pool *pool,
                                         metrale_part part, const int32_t *slots, uint32_t batch,
                                         gpu_ptr x, gpu_ptr y, gpu_stream stream);

@@ -33,6 +33,14 @@ const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) {
   return (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16]) ? "gemm.gemv_bf16" : "gemm.gemm_bf16";
 }
 
+const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) {
+  return (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16_f32]) ? "gemm.gemv_bf16_f32" : "gemm.gemm_bf16_f32";
+}
+
+const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) {
+  return (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_f32in]) ? "gemm.gemv_f32in" : "gemm.gemm_f32in";
+}
+
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *o) {
   return o->k[METRALE_K_add_rmsnorm] ? "norm.add_rmsnorm" : "elementwise.add + norm.rmsnorm (fallback)";
 }
@@ -40,6 +48,11 @@ const char *metrale_ops_add_rmsnorm_path(const metrale_ops *o) {
 metrale_status op_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                           uint32_t rows, uint32_t n, float eps) {
   LAUNCH(o, st, rmsnorm, rows, 1, P(y), P(x), P(w), U(rows), U(n), F(eps));
+}
+
+metrale_status op_rmsnorm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                              uint32_t rows, uint32_t n, float eps) {
+  LAUNCH(o, st, rmsnorm_f32, rows, 1, P(y), P(x), P(w), U(rows), U(n), F(eps));
 }
 
 metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gpu_ptr y, gpu_ptr a,
@@ -83,8 +96,18 @@ metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x
 
 metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                            uint32_t m, uint32_t n, uint32_t k) {
+  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16_f32])
+    LAUNCH(o, st, gemv_bf16_f32, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
   METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
   LAUNCH(o, st, gemm_bf16_f32, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
+}
+
+metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                             uint32_t m, uint32_t n, uint32_t k) {
+  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_f32in])
+    LAUNCH(o, st, gemv_f32in, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
+  METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
+  LAUNCH(o, st, gemm_f32in, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
 }
 
 metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,

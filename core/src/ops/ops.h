@@ -20,10 +20,15 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev);
 
 /* The kernel a wrapper will use for an op, for the layer's description. */
 const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m);
+const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m);
+const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m);
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *ops);
 
 metrale_status op_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                           uint32_t rows, uint32_t n, float eps);
+/* y f32 = rmsnorm(x)(1 + w): the mixer's input. */
+metrale_status op_rmsnorm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                              uint32_t rows, uint32_t n, float eps);
 /* h = a + b, y = rmsnorm(h)(1 + w); fused kernel or add + rmsnorm. */
 metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gpu_ptr y, gpu_ptr a,
                               gpu_ptr b, gpu_ptr w, uint32_t rows, uint32_t n, float eps);
@@ -36,8 +41,12 @@ metrale_status op_silu_mul(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
 /* y bf16 [M,N] = x [M,K] . w [N,K]^T; gemv for small M when the backend has it. */
 metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                        uint32_t m, uint32_t n, uint32_t k);
+/* y f32 [M,N]: the same with fp32 output (gemv_bf16_f32 for small M when present). */
 metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                            uint32_t m, uint32_t n, uint32_t k);
+/* y f32 [M,N] = x f32 [M,K] . w bf16 [N,K]^T (gemv_f32in for small M when present). */
+metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                             uint32_t m, uint32_t n, uint32_t k);
 metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,
                         gpu_ptr b, gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv,
                         uint32_t dk, uint32_t dv);

@@ -87,8 +87,12 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
           L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
           d->nv, d->dk, d->dv, d->K);
-  fprintf(out, "  projections, decode (M <= 16): %s\n", metrale_ops_gemm_path(&L->ops, 1));
-  fprintf(out, "  projections, prefill:          %s\n", metrale_ops_gemm_path(&L->ops, 1u << 20));
+  fprintf(out, "  in_proj, decode / prefill:     %s / %s\n", metrale_ops_gemm_f32in_path(&L->ops, 1),
+          metrale_ops_gemm_f32in_path(&L->ops, 1u << 20));
+  fprintf(out, "  router logits:                 %s / %s\n", metrale_ops_gemm_f32_path(&L->ops, 1),
+          metrale_ops_gemm_f32_path(&L->ops, 1u << 20));
+  fprintf(out, "  other projections:             %s / %s\n", metrale_ops_gemm_path(&L->ops, 1),
+          metrale_ops_gemm_path(&L->ops, 1u << 20));
   fprintf(out, "  input split:                   gdn.%s\n", L->qwen35 ? "split_qkvzba35" : "split_qkvzba");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / conv.conv1d_prefill\n");
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / gdn.delta_rule_prefill (sequential)\n");
@@ -133,7 +137,7 @@ static metrale_status run(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, 
 
   if (part == METRALE_PART_MIXER) return qwen3_ssm_mixer(L, pool, x, y, T, S, decode, st);
   const qwen3_ssm_dims *d = &L->d;
-  METRALE_RETURN_IF_ERROR(op_rmsnorm(&L->ops, st, s->xn, x, L->w.in_norm, T, d->H, d->eps));
+  METRALE_RETURN_IF_ERROR(op_rmsnorm_f32(&L->ops, st, s->xn, x, L->w.in_norm, T, d->H, d->eps));
   METRALE_RETURN_IF_ERROR(qwen3_ssm_mixer(L, pool, s->xn, s->mix_out, T, S, decode, st));
   METRALE_RETURN_IF_ERROR(op_add_rmsnorm(&L->ops, st, s->h, s->hn, x, s->mix_out, L->w.post_norm, T,
                                          d->H, d->eps));

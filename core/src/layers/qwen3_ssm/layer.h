@@ -41,12 +41,12 @@ typedef struct qwen3_ssm_weights {
 
 /* Scratch buffers of one forward call, carved from one allocation. */
 typedef struct qwen3_ssm_scratch {
-  gpu_ptr xn;      /* bf16 [T, H]  normed layer input (part=layer) */
-  gpu_ptr proj;    /* bf16 [T, P] */
-  gpu_ptr mixed;   /* bf16 [T, C]  conv input q|k|v */
-  gpu_ptr z;       /* bf16 [T, nv*dv] */
-  gpu_ptr b, a;    /* bf16 [T, nv] */
-  gpu_ptr qkv;     /* bf16 [T, C]  conv output, l2-normalised in place */
+  gpu_ptr xn;      /* f32  [T, H]  normed layer input = the mixer's input (part=layer) */
+  gpu_ptr proj;    /* f32  [T, P]  (f32 up to the recurrence: kernels.def) */
+  gpu_ptr mixed;   /* f32  [T, C]  conv input q|k|v */
+  gpu_ptr z;       /* f32  [T, nv*dv] */
+  gpu_ptr b, a;    /* f32  [T, nv] */
+  gpu_ptr qkv;     /* f32  [T, C]  conv output, l2-normalised in place */
   gpu_ptr g, beta; /* f32  [T, nv] */
   gpu_ptr o;       /* bf16 [T, nv*dv] delta-rule output */
   gpu_ptr on;      /* bf16 [T, nv*dv] gated-norm output */
@@ -88,7 +88,7 @@ struct metrale_qwen3_ssm_layer {
 metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight_source src);
 /* scratch.c: makes room for T tokens and S sequences (keeps the old buffers on failure). */
 metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
-/* mixer.c: out bf16 [T,H] = mixer(x bf16 [T,H]); decode: one token per slot, else the
+/* mixer.c: out bf16 [T,H] = mixer(x f32 [T,H]); decode: one token per slot, else the
  * sequences of s.cu (both lists already on the device in s.cu / s.slots). */
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
                                gpu_ptr out, uint32_t T, uint32_t S, int decode, gpu_stream st);

@@ -1,11 +1,11 @@
 /* The Gated DeltaNet mixer (DESIGN.md section 4), T tokens:
  *
- *   proj  [T, P]      = x [T, H] . in_proj^T
+ *   proj  [T, P]      = x [T, H] . in_proj^T          (x and everything to o is f32)
  *   mixed [T, C], z [T, nv*dv], b, a [T, nv]   = split(proj)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
  *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv
  *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)
- *   o     [T, nv, dv] = gated delta rule over each sequence         state updated
+ *   o     [T, nv, dv] = gated delta rule over each sequence         state updated, bf16
  *   on    [T, nv*dv]  = rmsnorm(o) * w * silu(z)
  *   out   [T, H]      = on . out_proj^T */
 #include "layer.h"
@@ -19,7 +19,7 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
   const gpu_ptr conv_state = metrale_state_pool_conv(pool);
   const gpu_ptr rec_state = metrale_state_pool_recurrent(pool);
 
-  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
+  METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
   METRALE_RETURN_IF_ERROR(op_split(o, st, L->qwen35, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk,
                                    d->nv, d->dk, d->dv));
   if (decode)
