@@ -1,0 +1,68 @@
+/* The kernel manifest: every row parses, names are unique, lookups and argument checks. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "metrale/manifest.h"
+
+Test(manifest, every_row_parses_with_sane_fields) {
+  for (int i = 0; i < METRALE_K_COUNT; i++) {
+    const metrale_kernel_info *k = metrale_kernel_info_get((metrale_kernel_id)i);
+    cr_assert_not_null(k, "row %d of kernels.def does not parse", i);
+    cr_expect_eq((int)k->id, i);
+    cr_expect(k->nargs > 0 && k->nargs <= METRALE_MAX_KERNEL_ARGS, "%s: %u args", k->name, k->nargs);
+    cr_expect(k->block > 0 && k->block <= 1024 && (k->block & 31) == 0, "%s: block %u", k->name, k->block);
+    cr_expect(k->contract[0] != '\0', "%s has no contract", k->name);
+    if (k->requirement == METRALE_OPTIONAL)
+      cr_expect(k->fallback[0] != '\0', "optional %s names no fallback", k->name);
+    else
+      cr_expect_eq(k->requirement, METRALE_REQUIRED);
+    for (int j = 0; j < i; j++)
+      cr_expect(strcmp(metrale_kernel_info_get((metrale_kernel_id)j)->name, k->name) != 0,
+                "kernel name %s appears twice", k->name);
+  }
+}
+
+Test(manifest, find_by_module_and_name) {
+  const metrale_kernel_info *k = metrale_kernel_info_find("gdn", "delta_rule_decode");
+  cr_assert_not_null(k);
+  cr_expect_eq(k->id, METRALE_K_delta_rule_decode);
+  cr_expect_null(metrale_kernel_info_find("norm", "delta_rule_decode"), "wrong module must not match");
+  cr_expect_null(metrale_kernel_info_find("gdn", "nope"));
+  cr_expect_null(metrale_kernel_info_get(METRALE_K_COUNT));
+}
+
+Test(manifest, argument_checks) {
+  const metrale_kernel_info *k = metrale_kernel_info_get(METRALE_K_add); /* y:p a:p b:p n:u */
+  gpu_arg ok[4] = {gpu_arg_ptr(1), gpu_arg_ptr(2), gpu_arg_ptr(3), gpu_arg_u32(4)};
+  cr_expect_null(metrale_kernel_check_args(k, ok, 4));
+  metrale_status s = metrale_kernel_check_args(k, ok, 3);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_INVALID_ARGUMENT);
+  metrale_status_free(s);
+  gpu_arg wrong[4] = {gpu_arg_ptr(1), gpu_arg_ptr(2), gpu_arg_f32(3), gpu_arg_u32(4)};
+  s = metrale_kernel_check_args(k, wrong, 4);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_INVALID_ARGUMENT);
+  cr_expect(strstr(metrale_status_message(s), "argument 2 (b) must be ptr") != NULL, "%s",
+            metrale_status_message(s));
+  metrale_status_free(s);
+}
+
+Test(manifest, every_optional_fallback_names_existing_kernels) {
+  for (int i = 0; i < METRALE_K_COUNT; i++) {
+    const metrale_kernel_info *k = metrale_kernel_info_get((metrale_kernel_id)i);
+    if (k->requirement != METRALE_OPTIONAL) continue;
+    /* fallbacks are written "module.kernel" (optionally "then module.kernel") */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", k->fallback);
+    int named = 0;
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+      char *dot = strchr(tok, '.');
+      if (!dot) continue;
+      *dot = '\0';
+      const metrale_kernel_info *f = metrale_kernel_info_find(tok, dot + 1);
+      cr_expect_not_null(f, "%s falls back to unknown %s.%s", k->name, tok, dot + 1);
+      if (f) cr_expect_eq(f->requirement, METRALE_REQUIRED, "%s falls back to optional %s", k->name, f->name);
+      named++;
+    }
+    cr_expect(named > 0, "%s's fallback names no kernel", k->name);
+  }
+}

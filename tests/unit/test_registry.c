@@ -1,0 +1,111 @@
+/* The backend registry: module loading refuses what is not ours, and every known
+ * backend is reported as available or not, with the reason. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrale/device.h"
+#include "registry.h"
+
+static metrale_status load(const char *file, const gpu_backend_module **m) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", FAKE_MODULE_DIR, file);
+  return metrale_backend_module_load(path, m);
+}
+
+Test(registry, wrong_api_version_is_refused) {
+  const gpu_backend_module *m = NULL;
+  metrale_status s = load("libfake_module_wrong_version.so", &m);
+  cr_assert_eq(metrale_status_code(s), METRALE_CODE_FAILED_PRECONDITION);
+  cr_expect(strstr(metrale_status_message(s), "API version") != NULL, "message: %s", metrale_status_message(s));
+  cr_expect_null(m, "a refused module must not be handed out");
+  metrale_status_free(s);
+}
+
+Test(registry, module_without_entry_is_refused) {
+  const gpu_backend_module *m = NULL;
+  metrale_status s = load("libfake_module_no_entry.so", &m);
+  cr_assert_eq(metrale_status_code(s), METRALE_CODE_FAILED_PRECONDITION);
+  cr_expect(strstr(metrale_status_message(s), "metrale_backend_entry") != NULL, "message: %s",
+            metrale_status_message(s));
+  metrale_status_free(s);
+}
+
+Test(registry, missing_module_file_is_reported) {
+  const gpu_backend_module *m = NULL;
+  metrale_status s = load("libmetrale-backend-nonexistent.so", &m);
+  cr_assert_eq(metrale_status_code(s), METRALE_CODE_UNAVAILABLE);
+  cr_expect(strstr(metrale_status_message(s), "nonexistent") != NULL, "message: %s", metrale_status_message(s));
+  metrale_status_free(s);
+}
+
+Test(registry, good_module_loads_and_reports_no_device) {
+  const gpu_backend_module *m = NULL;
+  metrale_status s = load("libfake_module_good.so", &m);
+  cr_assert_eq(s, METRALE_OK, "%s", metrale_status_message(s));
+  cr_assert_str_eq(m->name, "fake");
+  gpu_backend_options o = {0};
+  gpu_backend *be = NULL;
+  s = m->create(&o, &be);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_UNAVAILABLE);
+  cr_expect_null(be);
+  metrale_status_free(s);
+}
+
+Test(registry, every_backend_is_reported_with_a_reason) {
+  const char *const *names;
+  size_t n = metrale_backend_names(&names);
+  cr_assert_eq(n, 4);
+  int saw_cpu = 0;
+  for (size_t i = 0; i < n; i++) {
+    metrale_backend_report r;
+    metrale_backend_probe(names[i], &r);
+    cr_expect_str_eq(r.name, names[i]);
+    cr_expect(r.reason[0] != '\0', "%s has no reason/device name", names[i]);
+    if (strcmp(names[i], "cpu") == 0) {
+      saw_cpu = 1;
+      cr_expect(r.available && r.built, "cpu must always be available");
+    }
+  }
+  cr_expect(saw_cpu);
+}
+
+Test(registry, unknown_backend_name_is_invalid) {
+  metrale_device_options o = {.backend = "tpu"};
+  metrale_device *dev = NULL;
+  metrale_status s = metrale_device_open(&o, &dev);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_INVALID_ARGUMENT);
+  cr_expect(strstr(metrale_status_message(s), "tpu") != NULL);
+  cr_expect_null(dev);
+  metrale_status_free(s);
+}
+
+Test(registry, auto_and_environment_select_a_backend) {
+  metrale_device_options o = {.backend = "auto"};
+  metrale_device *dev = NULL;
+  metrale_status s = metrale_device_open(&o, &dev);
+  cr_assert_eq(s, METRALE_OK, "%s", metrale_status_message(s));
+  cr_expect(metrale_device_backend(dev)->name != NULL);
+  metrale_device_destroy(dev);
+  setenv("METRALE_BACKEND", "cpu", 1);
+  metrale_device_options none = {0};
+  s = metrale_device_open(&none, &dev);
+  cr_assert_eq(s, METRALE_OK, "%s", metrale_status_message(s));
+  cr_expect_str_eq(metrale_device_backend(dev)->name, "cpu");
+  metrale_device_destroy(dev);
+}
+
+Test(registry, required_kernel_missing_is_named) {
+  /* kernel lookup of a name outside the manifest: NOT_FOUND naming it */
+  metrale_device_options o = {.backend = "cpu"};
+  metrale_device *dev = NULL;
+  cr_assert_eq(metrale_device_open(&o, &dev), METRALE_OK);
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_kernel k = 0;
+  metrale_status s = be->vt->kernel(be, "gdn", "no_such_kernel", &k);
+  cr_expect_eq(metrale_status_code(s), METRALE_CODE_NOT_FOUND);
+  cr_expect(strstr(metrale_status_message(s), "no_such_kernel") != NULL);
+  cr_expect_eq(k, 0, "out_ parameters are written only on success");
+  metrale_status_free(s);
+  metrale_device_destroy(dev);
+}
