@@ -1,0 +1,151 @@
+/* Shared by every kernels/cuda/<module>.cu: bf16 storage helpers, block reductions and
+ * the compile-time check that each kernel matches its kernels.def row.
+ *
+ * These sources are also built for AMD through HIP, so nothing here assumes a 32-lane
+ * warp, uses inline PTX or cooperative groups.  bf16 is raw uint16 storage converted
+ * by the helpers below, bit-exact with core/include/metrale/bf16.h (round to nearest
+ * even, NaN kept NaN), so every backend rounds at the same points as the CPU
+ * reference. */
+#ifndef METRALE_KERNELS_CUDA_COMMON_CUH
+#define METRALE_KERNELS_CUDA_COMMON_CUH
+
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#endif
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint16_t bf16;
+
+/* ---- the manifest at compile time ------------------------------------------------ */
+
+struct mk_row {
+  const char *name;
+  const char *module;
+  unsigned block;
+  const char *signature;
+};
+
+/* REQUIRED/OPTIONAL, fallback and contract are not needed here. */
+constexpr mk_row mk_manifest[] = {
+#define METRALE_KERNEL(id, module, block, sig, req, fallback, contract) {#id, #module, block, sig},
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL
+};
+constexpr unsigned mk_manifest_size = sizeof mk_manifest / sizeof mk_manifest[0];
+
+constexpr bool mk_streq(const char *a, const char *b) {
+  while (*a && *a == *b) {
+    a++;
+    b++;
+  }
+  return *a == *b;
+}
+
+constexpr int mk_find(const char *name) {
+  for (unsigned i = 0; i < mk_manifest_size; i++)
+    if (mk_streq(mk_manifest[i].name, name)) return (int)i;
+  return -1;
+}
+
+/* The manifest block size of a kernel: kernels are compiled for exactly that many
+ * threads (0 for a name the manifest lacks, which fails the launch-bounds check). */
+constexpr unsigned mk_block(const char *name) {
+  return mk_find(name) < 0 ? 0u : mk_manifest[mk_find(name)].block;
+}
+
+/* Signature kind letter of a kernel parameter type (kernels.def: p u i f q). */
+template <typename T> struct mk_kind { static constexpr char value = '?'; };
+template <typename T> struct mk_kind<T *> { static constexpr char value = 'p'; };
+template <> struct mk_kind<unsigned int> { static constexpr char value = 'u'; };
+template <> struct mk_kind<int> { static constexpr char value = 'i'; };
+template <> struct mk_kind<float> { static constexpr char value = 'f'; };
+template <> struct mk_kind<unsigned long long> { static constexpr char value = 'q'; };
+
+/* True when the kinds string ("pppuuf") equals the kinds of signature "y:p x:p ...". */
+constexpr bool mk_kinds_match(const char *kinds, const char *sig) {
+  while (*sig) {
+    while (*sig == ' ') sig++;
+    if (!*sig) break;
+    while (*sig && *sig != ':') sig++;
+    if (*sig != ':' || *kinds != sig[1]) return false;
+    kinds++;
+    sig += 2;
+  }
+  return *kinds == '\0';
+}
+
+template <typename F> struct mk_sig;
+template <typename... A> struct mk_sig<void(A...)> {
+  static constexpr char kinds[sizeof...(A) + 1] = {mk_kind<A>::value..., '\0'};
+};
+
+template <typename F> constexpr bool mk_matches(const char *name, const char *module) {
+  return mk_find(name) >= 0 && mk_streq(mk_manifest[mk_find(name)].module, module) &&
+         mk_kinds_match(mk_sig<F>::kinds, mk_manifest[mk_find(name)].signature);
+}
+
+/* A manifest kernel: C linkage, the manifest's name and block size. */
+#define MK_KERNEL(name) extern "C" __global__ void __launch_bounds__(mk_block(#name)) name
+
+/* Put after each kernel: its parameter kinds, order and module must be the manifest's. */
+#define MK_CHECK(name, module)                                         \
+  static_assert(mk_matches<decltype(name)>(#name, #module),            \
+                #name ": parameters or module differ from kernels.def")
+
+/* ---- bf16 storage ---------------------------------------------------------------- */
+
+__device__ __forceinline__ float bf16_to_f32(bf16 h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ bf16 f32_to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16)((u >> 16) | 0x0040u); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (bf16)(u >> 16);
+}
+
+/* The value a bf16 store and reload would give. */
+__device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+/* The two bf16 halves of a 32-bit word (little endian: element 0 is the low half). */
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+/* 8 bf16 from a 16-byte vector load. */
+__device__ __forceinline__ void unpack8(uint4 v, float f[8]) {
+  f[0] = bf16_lo(v.x); f[1] = bf16_hi(v.x);
+  f[2] = bf16_lo(v.y); f[3] = bf16_hi(v.y);
+  f[4] = bf16_lo(v.z); f[5] = bf16_hi(v.z);
+  f[6] = bf16_lo(v.w); f[7] = bf16_hi(v.w);
+}
+
+/* 16-byte loads need 16-byte aligned addresses: base pointers and row strides. */
+__device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* ---- scalar functions, as the CPU reference writes them --------------------------- */
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* ---- block reductions ------------------------------------------------------------ */
+
+/* Sum of v over a block of BLOCK threads (a power of two); every thread gets the total.
+ * red is shared scratch of BLOCK floats.  A shared-memory tree rather than warp
+ * shuffles, so it holds for any subgroup width. */
+template <unsigned BLOCK> __device__ __forceinline__ float block_sum(float v, float *red) {
+  static_assert((BLOCK & (BLOCK - 1)) == 0, "block_sum needs a power-of-two block");
+  const unsigned tid = threadIdx.x;
+  red[tid] = v;
+  __syncthreads();
+#pragma unroll
+  for (unsigned s = BLOCK / 2; s > 0; s >>= 1) {
+    if (tid < s) red[tid] += red[tid + s];
+    __syncthreads();
+  }
+  float total = red[0];
+  __syncthreads(); /* red may be reused right away */
+  return total;
+}
+
+#endif
