@@ -76,6 +76,7 @@ void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *L) {
   metrale_status_free(be->vt->sync(be));
   metrale_free(L->dev, L->scratch_block);
   metrale_free(L->dev, L->weight_block);
+  free(L->lists_host);
   free(L);
 }
 
@@ -112,6 +113,28 @@ static uint64_t widest(const qwen3_ssm_dims *d) {
   return w;
 }
 
+/* Puts the slot list (and cu_seqlens) on the device, unless the device already holds
+ * exactly these lists from the last call: a decode loop over a fixed batch then issues
+ * only kernel launches, with no copy and no host-device sync. */
+static metrale_status upload_lists(metrale_qwen3_ssm_layer *L, const int32_t *cu, const int32_t *slots,
+                                   uint32_t S, int decode, gpu_stream st) {
+  int32_t *cached = L->lists_host;
+  if (L->lists_n == S && L->lists_decode == decode && memcmp(cached, slots, S * sizeof *slots) == 0 &&
+      (decode || memcmp(cached + S, cu, (S + 1ull) * sizeof *cu) == 0))
+    return METRALE_OK;
+  gpu_backend *be = metrale_device_backend(L->dev);
+  L->lists_n = 0; /* unknown until the copies are done */
+  METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, L->s.slots, slots, (uint64_t)S * 4, st));
+  if (!decode) METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, L->s.cu, cu, (S + 1ull) * 4, st));
+  /* the caller's lists may die when we return */
+  METRALE_RETURN_IF_ERROR(be->vt->stream_sync(be, st));
+  memcpy(cached, slots, S * sizeof *slots);
+  if (!decode) memcpy(cached + S, cu, (S + 1ull) * sizeof *cu);
+  L->lists_n = S;
+  L->lists_decode = decode;
+  return METRALE_OK;
+}
+
 static metrale_status run(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, metrale_part part,
                           const int32_t *cu, const int32_t *slots, uint32_t S, uint32_t T, int decode,
                           gpu_ptr x, gpu_ptr y, gpu_stream st) {
@@ -128,12 +151,8 @@ static metrale_status run(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, 
   METRALE_RETURN_IF_ERROR(qwen3_ssm_scratch_reserve(L, T, S));
 
   /* From here on the call may touch state; everything above was checked first. */
-  gpu_backend *be = metrale_device_backend(L->dev);
   const qwen3_ssm_scratch *s = &L->s;
-  METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, s->slots, slots, (uint64_t)S * 4, st));
-  if (!decode) METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, s->cu, cu, (S + 1ull) * 4, st));
-  /* the host lists may die when we return */
-  METRALE_RETURN_IF_ERROR(be->vt->stream_sync(be, st));
+  METRALE_RETURN_IF_ERROR(upload_lists(L, cu, slots, S, decode, st));
 
   if (part == METRALE_PART_MIXER) return qwen3_ssm_mixer(L, pool, x, y, T, S, decode, st);
   const qwen3_ssm_dims *d = &L->d;

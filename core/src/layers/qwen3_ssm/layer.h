@@ -82,6 +82,11 @@ struct metrale_qwen3_ssm_layer {
   gpu_ptr scratch_block;
   uint32_t scratch_tokens, scratch_seqs;
   qwen3_ssm_scratch s;
+  /* What s.slots / s.cu hold on the device, so that a decode step with the same slot
+   * list as the last one needs no upload (and no host-device sync). */
+  int32_t *lists_host;      /* [2 * scratch_seqs + 1]: slots then cu_seqlens */
+  uint32_t lists_n;         /* sequences in the cached lists; 0 = nothing cached */
+  int lists_decode;         /* the cached lists came from a decode call (no cu) */
 };
 
 /* weights.c */

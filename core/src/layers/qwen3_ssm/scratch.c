@@ -1,5 +1,7 @@
 /* Scratch memory of a forward call: one allocation carved into the buffers of
  * qwen3_ssm_scratch, grown when a call needs more tokens or sequences. */
+#include <stdlib.h>
+
 #include "layer.h"
 
 #define ALIGN 256u
@@ -60,17 +62,26 @@ metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T,
   if (ns == 0) ns = 1;
   qwen3_ssm_scratch offs;
   uint64_t bytes = layout(L, nt, ns, &offs);
+  int32_t *lists = malloc((2ull * ns + 1) * sizeof *lists);
+  if (!lists) return METRALE_ERROR(OUT_OF_MEMORY, "slot list cache");
   gpu_ptr block = 0;
   metrale_status s = metrale_alloc(L->dev, bytes, &block);
-  if (s) return metrale_status_annotate(s, "scratch for %u tokens (%.1f MB)", nt, (double)bytes / 1e6);
+  if (s) {
+    free(lists);
+    return metrale_status_annotate(s, "scratch for %u tokens (%.1f MB)", nt, (double)bytes / 1e6);
+  }
   /* the old block may still be in use by queued work */
   gpu_backend *be = metrale_device_backend(L->dev);
   s = be->vt->sync(be);
   if (s) {
     metrale_free(L->dev, block);
+    free(lists);
     return s;
   }
   metrale_free(L->dev, L->scratch_block);
+  free(L->lists_host);
+  L->lists_host = lists;
+  L->lists_n = 0; /* the new block holds no lists yet */
   L->scratch_block = block;
   L->scratch_tokens = nt;
   L->scratch_seqs = ns;
