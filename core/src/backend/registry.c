@@ -148,10 +148,16 @@ static void find_module(size_t i) {
     }
     return;
   }
-  snprintf(cache[i].error, sizeof cache[i].error, "%s: %s not found in %s",
-           known[i].built ? "module missing" : "not built into this installation (enable METRALE_"
-                                               "<NAME> at configure time)",
-           file, searched);
+  char upper[16];
+  size_t n = 0;
+  for (; known[i].name[n] && n + 1 < sizeof upper; n++) upper[n] = (char)(known[i].name[n] - 'a' + 'A');
+  upper[n] = '\0';
+  if (known[i].built)
+    snprintf(cache[i].error, sizeof cache[i].error, "module missing: %s not found in %s", file, searched);
+  else
+    snprintf(cache[i].error, sizeof cache[i].error,
+             "not built into this installation (configure with -DMETRALE_%s=ON): %s not found in %s",
+             upper, file, searched);
 }
 
 static int known_index(const char *name) {
@@ -199,7 +205,9 @@ void metrale_backend_probe(const char *name, metrale_backend_report *out) {
   metrale_status s = metrale_backend_module_get(name, &m, &path);
   if (path) snprintf(out->module_path, sizeof out->module_path, "%s", path);
   if (s) {
-    snprintf(out->reason, sizeof out->reason, "%s", metrale_status_message(s));
+    /* the report already names the backend: drop the "backend X unavailable: " prefix */
+    const char *msg = metrale_status_message(s), *colon = strstr(msg, "unavailable: ");
+    snprintf(out->reason, sizeof out->reason, "%s", colon ? colon + 13 : msg);
     metrale_status_free(s);
     return;
   }
