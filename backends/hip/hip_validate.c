@@ -1,0 +1,49 @@
+/* Shape rules checked on the host before a launch.
+ *
+ * A kernel cannot return an error, so the rules the CPU reference reports as
+ * INVALID_ARGUMENT, and the limits of the kernels/cuda sources this backend runs, are
+ * checked here (the same rules as backends/cuda/cuda_validate.c: the kernels are the
+ * same); the kernels also refuse such shapes quietly, so a launch that skipped this
+ * check still cannot divide by zero or overrun.  Arguments are found by their manifest
+ * names, not positions. */
+#include <string.h>
+
+#include "hip_backend.h"
+
+static int arg_index(const metrale_kernel_info *info, const char *name) {
+  for (uint32_t i = 0; i < info->nargs; i++)
+    if (strcmp(info->arg_names[i], name) == 0) return (int)i;
+  return -1;
+}
+
+static int has(const metrale_kernel_info *info, const char *name) { return arg_index(info, name) >= 0; }
+
+/* The value of a u32 argument; 0 when the kernel has no such argument. */
+static uint32_t u32_arg(const metrale_kernel_info *info, const gpu_arg *args, const char *name) {
+  int i = arg_index(info, name);
+  return i < 0 ? 0u : args[i].v.u32;
+}
+
+/* gdn.cu's general delta rule path spreads a state column over at most one block:
+ * 32 rows a thread, 128 threads. */
+#define HIP_MAX_DK (32u * 128u)
+
+metrale_status hip_validate_args(const metrale_kernel_info *info, const gpu_arg *args) {
+  const char *k = info->name;
+  if (has(info, "nk") && has(info, "nv") && strcmp(k, "split_qkvzba35") != 0) {
+    uint32_t nk = u32_arg(info, args, "nk"), nv = u32_arg(info, args, "nv");
+    if (nk == 0 || nv % nk != 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: nv (%u) must be a non-zero multiple of nk (%u)",
+                           k, nv, nk);
+  }
+  if (strncmp(k, "delta_rule_", 11) == 0 && has(info, "dk") && u32_arg(info, args, "dk") > HIP_MAX_DK)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u is above the %u the hip kernels support", k,
+                         u32_arg(info, args, "dk"), HIP_MAX_DK);
+  if (has(info, "kw") && u32_arg(info, args, "kw") == 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: kw must be >= 1", k);
+  if (strcmp(k, "moe_topk") == 0 && u32_arg(info, args, "e") == 0 && u32_arg(info, args, "t") != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "moe_topk: e must be >= 1");
+  if (strcmp(k, "moe_gate_up") == 0 && u32_arg(info, args, "k") == 0 && u32_arg(info, args, "r") != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up: k must be >= 1");
+  return METRALE_OK;
+}
