@@ -1,31 +1,40 @@
 /* gemm module: y = x . w^T with w bf16 [N,K] (HF Linear layout) and x bf16 or f32 [M,K].
  *
- * gemm_bf16 / gemm_bf16_f32 / gemm_f32in: one 64x64 output tile per block of 256
- * threads, K walked in steps of 32 through shared memory, the next step's global loads
- * issued before the current step's arithmetic.  On NVIDIA sm_80+ the tile is multiplied
- * on the tensor cores with wmma: bf16 x as bf16 (fp32 accumulate); f32 x as two tf32
- * parts, x = hi + lo, each multiplied with w (bf16 values are exact in tf32), which keeps
- * the products as accurate as fp32.  Elsewhere (HIP, older targets) a portable fp32
- * register-blocked path does it.  Every path accumulates in fp32 and rounds once.
+ * gemm_*: on NVIDIA sm_80+ (sm_90 included) a tile of 256 threads = 8 warps of
+ * mma.sync m16n8k16 (bf16 in, fp32 accumulate), K walked in steps of 32 through a ring
+ * of cp.async stages in XOR-swizzled shared memory (ldmatrix reads without bank
+ * conflicts).  The manifest kernels (grid (ceil(N/64), ceil(M/64))) compute 64x64 tiles;
+ * the *_t128 kernels 128x128 tiles, which halve the operand traffic per FLOP and let
+ * the tensor cores, not shared memory or L2, set the pace on large M; in the sm_90a image
+ * these run on wgmma (two warpgroups, m64n128k16) fed by the same stages.  Blocks walk the
+ * tiles in groups of 8 tile rows, so that a wave of blocks shares the w columns in L2.
+ * Every kernel needs at most 48 KiB of static shared memory (the layer launches with no
+ * dynamic shared memory).
+ *
+ * f32 x (gemm_f32in*): x is split while it is read from shared memory into two bf16
+ * parts, x = hi + lo with |x - hi - lo| <= 2^-17 |x|, and both are multiplied with w
+ * (bf16, exact): two bf16 MMAs, more accurate than tf32 and half the cost of the two
+ * tf32 ones a 16-bit-exact product needs.  Every path accumulates in fp32 and rounds
+ * once.  Elsewhere (HIP, MK_GEMM_PORTABLE) a portable fp32 register-blocked path does
+ * the manifest kernels; the _t128 kernels exist only on the tensor-core path.
  *
  * gemv_*: decode (M <= 16) is bound by streaming the weights, so every weight row is
  * read exactly once per 16 activation rows, with 16-byte loads. */
 #include "common.cuh"
 
 /* MK_GEMM_PORTABLE forces the portable path (to build and test it on NVIDIA). */
-#if !defined(MK_GEMM_PORTABLE) && !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define MK_GEMM_WMMA 1
-#include <cuda_bf16.h>
-#include <mma.h>
+#if !defined(MK_GEMM_PORTABLE) && !defined(__HIPCC__) && !defined(__HIP_PLATFORM_AMD__) && \
+    defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MK_GEMM_MMA 1
 #else
-#define MK_GEMM_WMMA 0
+#define MK_GEMM_MMA 0
 #endif
 
 namespace {
 constexpr unsigned kBlock = mk_block("gemm_bf16");
 static_assert(kBlock == 256 && mk_block("gemm_bf16_f32") == 256 && mk_block("gemm_f32in") == 256,
               "the tile mapping below assumes 256 threads");
-constexpr unsigned TM = 64, TN = 64, TK = 32; /* output tile and K step */
+constexpr unsigned TM = 64, TN = 64; /* the manifest kernels' output tile */
 
 /* ---- loads: 8 consecutive k of one row, zero outside the matrix ------------------ */
 
@@ -47,6 +56,425 @@ __device__ __forceinline__ uint4 load_chunk(const bf16 *__restrict__ base, unsig
   return v;
 }
 
+__device__ __forceinline__ bool vec_ok(const bf16 *x, unsigned K) { return K % 8u == 0 && aligned16(x); }
+__device__ __forceinline__ bool vec_ok(const float *x, unsigned K) { return K % 4u == 0 && aligned16(x); }
+
+template <bool F32_OUT>
+__device__ __forceinline__ void store_out(void *y, size_t i, float v) {
+  if (F32_OUT)
+    static_cast<float *>(y)[i] = v;
+  else
+    static_cast<bf16 *>(y)[i] = f32_to_bf16(v);
+}
+
+#if MK_GEMM_MMA
+/* ---- tensor cores: mma.sync m16n8k16 bf16 ------------------------------------------ */
+namespace tc {
+constexpr unsigned BK = 32;     /* k per pipeline stage */
+constexpr unsigned GROUP_M = 8; /* tile rows a wave of blocks walks together */
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* 16 bytes global -> shared without registers; bytes = 0 writes zeros (outside the matrix). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void st_shared16(uint32_t dst, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ float2 lds_f2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+/* two floats as bf16x2, round to nearest even; e0 in the low half (the lower k) */
+__device__ __forceinline__ uint32_t pack_bf16(float e0, float e1) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(e1), "f"(e0));
+  return r;
+}
+/* v = hi + lo, both bf16x2: lo is the rounding error of hi, itself rounded */
+__device__ __forceinline__ void split_bf16(float2 v, uint32_t &hi, uint32_t &lo) {
+  hi = pack_bf16(v.x, v.y);
+  lo = pack_bf16(v.x - __uint_as_float(hi << 16), v.y - __uint_as_float(hi & 0xffff0000u));
+}
+
+/* Shared tiles are [rows][BK] with the 16-byte chunks of each row XOR-permuted, so that
+ * the 8 rows one ldmatrix (or one quarter-warp of 8-byte loads) touches fall in
+ * different banks.  bf16: 64-byte rows, 4 chunks; f32: 128-byte rows, 8 chunks. */
+template <typename T> struct tile_of;
+template <> struct tile_of<bf16> {
+  static constexpr unsigned ROW_BYTES = 64, CHUNKS = 4, PER_CHUNK = 8;
+  static __device__ __forceinline__ uint32_t off(unsigned r, unsigned c) {
+    return r * 64u + ((c ^ ((r >> 1) & 3u)) << 4);
+  }
+};
+/* f32: the A fragment is read as 8-byte pairs, 4 rows x 32 bytes per half-warp; the
+ * permutation of rows 0-3 (and of 4-7) spreads those over all 8 chunks. */
+template <> struct tile_of<float> {
+  static constexpr unsigned ROW_BYTES = 128, CHUNKS = 8, PER_CHUNK = 4;
+  static __device__ __forceinline__ uint32_t off(unsigned r, unsigned c) {
+    return r * 128u + ((c ^ (((r & 3u) << 1) | ((r >> 2) & 1u))) << 4);
+  }
+};
+
+/* one 16-byte chunk read element by element, zero outside the matrix (unaligned rows) */
+__device__ __forceinline__ uint4 chunk_scalar(const bf16 *base, unsigned rows, unsigned K,
+                                              unsigned row, unsigned k) {
+  return load_chunk(base, rows, K, row, k, false);
+}
+__device__ __forceinline__ uint4 chunk_scalar(const float *base, unsigned rows, unsigned K,
+                                              unsigned row, unsigned k) {
+  uint32_t e[4] = {0u, 0u, 0u, 0u};
+  if (row < rows) {
+    const float *p = base + (size_t)row * K;
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++)
+      if (k + i < K) e[i] = __float_as_uint(p[k + i]);
+  }
+  return make_uint4(e[0], e[1], e[2], e[3]);
+}
+
+/* Stages rows row0..row0+ROWS-1, k0..k0+BK-1 of base [rows, K] into the tile at s.
+ * vec: whole aligned chunks through cp.async; else element loads and a shared store. */
+template <unsigned ROWS, typename T>
+__device__ __forceinline__ void load_tile(uint32_t s, const T *__restrict__ base, unsigned rows,
+                                          unsigned K, unsigned row0, unsigned k0, bool vec) {
+  using L = tile_of<T>;
+  constexpr unsigned N_CHUNKS = ROWS * L::CHUNKS;
+  static_assert(N_CHUNKS % kBlock == 0, "whole chunks per thread");
+#pragma unroll
+  for (unsigned i = 0; i < N_CHUNKS / kBlock; i++) {
+    const unsigned idx = threadIdx.x + i * kBlock;
+    const unsigned r = idx / L::CHUNKS, c = idx % L::CHUNKS;
+    const unsigned row = row0 + r, k = k0 + c * L::PER_CHUNK;
+    const uint32_t dst = s + L::off(r, c);
+    if (vec) {
+      const bool in = row < rows && k < K;
+      cp_async16(dst, in ? base + (size_t)row * K + k : base, in ? 16u : 0u);
+    } else {
+      st_shared16(dst, chunk_scalar(base, rows, K, row, k));
+    }
+  }
+}
+
+/* Block b of the grid -> its output tile, column-major within groups of GROUP_M tile
+ * rows: a bijection of the grid, whatever its size. */
+__device__ __forceinline__ void tile_of_block(unsigned &tm, unsigned &tn) {
+  const unsigned gx = gridDim.x, gy = gridDim.y;
+  const unsigned id = blockIdx.y * gx + blockIdx.x;
+  const unsigned group = GROUP_M * gx, first = id / group * GROUP_M;
+  const unsigned rows = gy - first < GROUP_M ? gy - first : GROUP_M;
+  tm = first + id % group % rows;
+  tn = id % group / rows;
+}
+
+/* Two adjacent outputs (row, col), (row, col + 1). pair: N even and y aligned for it. */
+template <bool F32_OUT>
+__device__ __forceinline__ void store2(void *y, unsigned N, unsigned row, unsigned col, float v0,
+                                       float v1, bool pair) {
+  const size_t i = (size_t)row * N + col;
+  if (pair && col + 1 < N) {
+    if (F32_OUT)
+      *reinterpret_cast<float2 *>(static_cast<float *>(y) + i) = make_float2(v0, v1);
+    else
+      *reinterpret_cast<uint32_t *>(static_cast<bf16 *>(y) + i) =
+          (uint32_t)f32_to_bf16(v0) | (uint32_t)f32_to_bf16(v1) << 16;
+    return;
+  }
+  if (col < N) store_out<F32_OUT>(y, i, v0);
+  if (col + 1 < N) store_out<F32_OUT>(y, i + 1, v1);
+}
+
+/* One BM x BN output tile per block of 8 warps (4 along M x 2 along N), STAGES-deep
+ * ring of (x tile, w tile) stages. */
+template <unsigned BM, unsigned BN, unsigned STAGES, typename XT, bool F32_OUT>
+__device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
+                                          const bf16 *__restrict__ w, unsigned M, unsigned N,
+                                          unsigned K) {
+  constexpr unsigned WTM = BM / 4, WTN = BN / 2, MI = WTM / 16, NI = WTN / 8;
+  static_assert(MI >= 1 && NI % 2 == 0, "warp tile");
+  constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
+  constexpr unsigned STAGE = A_BYTES + B_BYTES;
+  static_assert(STAGES >= 2 && STAGES * STAGE <= 48u * 1024u, "static shared memory");
+  __shared__ __align__(128) unsigned char smem[STAGES * STAGE];
+
+  unsigned tm, tn;
+  tile_of_block(tm, tn);
+  const unsigned m0 = tm * BM, n0 = tn * BN;
+  if (m0 >= M || n0 >= N) return; /* whole block: before any barrier */
+  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u;
+  const unsigned wm = warp >> 1, wn = warp & 1u;
+  const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
+  const unsigned KT = (K + BK - 1) / BK;
+  const uint32_t s0 = smem_addr(smem);
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (unsigned i = 0; i < MI; i++)
+#pragma unroll
+    for (unsigned j = 0; j < NI; j++)
+#pragma unroll
+      for (unsigned e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+  for (unsigned s = 0; s + 1 < STAGES; s++) {
+    if (s < KT) {
+      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, s * BK, vx);
+      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, s * BK, vw);
+    }
+    cp_commit();
+  }
+
+  for (unsigned kt = 0; kt < KT; kt++) {
+    /* stage kt has landed (this thread's copies), and after the barrier everyone's; the
+     * barrier also retires the reads of stage kt-1, whose slot is refilled next */
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    const unsigned nk = kt + STAGES - 1;
+    if (nk < KT) {
+      const uint32_t sn = s0 + (nk % STAGES) * STAGE;
+      load_tile<BM>(sn, x, M, K, m0, nk * BK, vx);
+      load_tile<BN>(sn + A_BYTES, w, N, K, n0, nk * BK, vw);
+    }
+    cp_commit();
+
+    const uint32_t sa = s0 + (kt % STAGES) * STAGE, sb = sa + A_BYTES;
+#pragma unroll
+    for (unsigned kk = 0; kk < BK; kk += 16) {
+      uint32_t b[NI][2];
+#pragma unroll
+      for (unsigned nj = 0; nj < NI / 2; nj++) {
+        /* matrices: n 0-7 | k 0-7, n 0-7 | k 8-15, n 8-15 | k 0-7, n 8-15 | k 8-15 */
+        const unsigned n = wn * WTN + nj * 16 + (lane & 7u) + ((lane >> 4) << 3);
+        uint32_t r[4];
+        ldsm_x4(r, sb + tile_of<bf16>::off(n, kk / 8 + ((lane >> 3) & 1u)));
+        b[2 * nj][0] = r[0];
+        b[2 * nj][1] = r[1];
+        b[2 * nj + 1][0] = r[2];
+        b[2 * nj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (unsigned mi = 0; mi < MI; mi++) {
+        const unsigned r0 = wm * WTM + mi * 16;
+        if constexpr (sizeof(XT) == 2) {
+          /* matrices: m 0-7 | k 0-7, m 8-15 | k 0-7, m 0-7 | k 8-15, m 8-15 | k 8-15 */
+          uint32_t a[4];
+          ldsm_x4(a, sa + tile_of<bf16>::off(r0 + (lane & 15u), kk / 8 + (lane >> 4)));
+#pragma unroll
+          for (unsigned ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], a, b[ni]);
+        } else {
+          /* the A fragment read as f32 pairs: rows g, g+8 and k 2t, 2t+8 */
+          const unsigned g = lane >> 2, c = kk + 2 * (lane & 3u);
+          const unsigned ra = r0 + g, rb = ra + 8;
+          uint32_t hi[4], lo[4];
+          split_bf16(lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u), hi[0], lo[0]);
+          split_bf16(lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u), hi[1], lo[1]);
+          split_bf16(lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u), hi[2], lo[2]);
+          split_bf16(lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u), hi[3], lo[3]);
+#pragma unroll
+          for (unsigned ni = 0; ni < NI; ni++) {
+            mma16816(acc[mi][ni], lo, b[ni]);
+            mma16816(acc[mi][ni], hi, b[ni]);
+          }
+        }
+      }
+    }
+  }
+  cp_wait<0>(); /* nothing may be in flight at exit (only empty groups are) */
+
+  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+  const unsigned g = lane >> 2, t = lane & 3u;
+#pragma unroll
+  for (unsigned mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (unsigned ni = 0; ni < NI; ni++) {
+      const unsigned row = m0 + wm * WTM + mi * 16 + g, col = n0 + wn * WTN + ni * 8 + 2 * t;
+      if (row < M) store2<F32_OUT>(y, N, row, col, acc[mi][ni][0], acc[mi][ni][1], pair);
+      if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[mi][ni][2], acc[mi][ni][3], pair);
+    }
+}
+}  // namespace tc
+#endif
+
+#if MK_GEMM_MMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* ---- sm_90a: wgmma (warpgroup MMA) for the 128x128 tiles ---------------------------- */
+#define MK_GEMM_WGMMA 1
+namespace wg {
+using namespace tc;
+
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* keeps the compiler from moving accesses of the accumulators across this point */
+__device__ __forceinline__ void pin(float (&d)[64]) {
+#pragma unroll
+  for (unsigned i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Descriptor of a K-major bf16 tile in tc's layout: 64-byte rows whose chunks are
+ * XOR-permuted exactly as the hardware's 64-byte swizzle (tile base 512-byte aligned),
+ * 8-row groups 512 bytes apart (the leading offset is unused for swizzled K-major). */
+__device__ __forceinline__ uint64_t desc64(uint32_t addr) {
+  return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512u >> 4) << 32 |
+         (uint64_t)2 << 62;
+}
+
+/* d (+)= A . B^T, m64n128k16, A and B K-major bf16 in shared memory (descriptors) */
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, 1, 1, 1, 0, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+/* the same with A in registers (the mma.m16n8k16 A fragment of each warp's 16 rows) */
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+/* 128x128 tile, two warpgroups of 64 rows each, m64n128k16 per k16 step; the stages
+ * are those of tc::gemm_tile.  bf16 x: A from shared memory; f32 x: A split into hi and
+ * lo in registers (two MMAs). */
+template <unsigned STAGES, typename XT, bool F32_OUT>
+__device__ __forceinline__ void gemm_tile128(void *y, const XT *__restrict__ x,
+                                             const bf16 *__restrict__ w, unsigned M, unsigned N,
+                                             unsigned K) {
+  constexpr unsigned BM = 128, BN = 128;
+  constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
+  constexpr unsigned STAGE = A_BYTES + B_BYTES;
+  static_assert(STAGE % 512u == 0 && A_BYTES % 512u == 0, "swizzle atoms stay aligned");
+  static_assert(STAGES >= 2 && STAGES * STAGE <= 48u * 1024u, "static shared memory");
+  __shared__ __align__(1024) unsigned char smem[STAGES * STAGE];
+
+  unsigned tm, tn;
+  tile_of_block(tm, tn);
+  const unsigned m0 = tm * BM, n0 = tn * BN;
+  if (m0 >= M || n0 >= N) return;
+  const unsigned lane = threadIdx.x % 32u, wgi = threadIdx.x / 128u, wq = (threadIdx.x / 32u) % 4u;
+  const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
+  const unsigned KT = (K + BK - 1) / BK;
+  const uint32_t s0 = smem_addr(smem);
+
+  float acc[64];
+#pragma unroll
+  for (unsigned i = 0; i < 64; i++) acc[i] = 0.0f;
+
+#pragma unroll
+  for (unsigned s = 0; s + 1 < STAGES; s++) {
+    if (s < KT) {
+      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, s * BK, vx);
+      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, s * BK, vw);
+    }
+    cp_commit();
+  }
+
+  for (unsigned kt = 0; kt < KT; kt++) {
+    cp_wait<STAGES - 2>();
+    fence_proxy_async(); /* the tensor cores read what this thread's copies wrote */
+    __syncthreads();     /* also: every warpgroup finished with stage kt-1 (wait0 below) */
+    const unsigned nk = kt + STAGES - 1;
+    if (nk < KT) {
+      const uint32_t sn = s0 + (nk % STAGES) * STAGE;
+      load_tile<BM>(sn, x, M, K, m0, nk * BK, vx);
+      load_tile<BN>(sn + A_BYTES, w, N, K, n0, nk * BK, vw);
+    }
+    cp_commit();
+
+    const uint32_t sa = s0 + (kt % STAGES) * STAGE, sb = sa + A_BYTES;
+    const uint64_t db = desc64(sb);
+    if constexpr (sizeof(XT) == 2) {
+      const uint64_t da = desc64(sa + wgi * 64u * 64u);
+      pin(acc);
+      wgmma_fence();
+      wgmma_ss(acc, da, db);
+      wgmma_ss(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
+      wgmma_commit();
+      wgmma_wait0();
+      pin(acc);
+    } else {
+      const unsigned g = lane >> 2, ra = wgi * 64u + wq * 16u + g, rb = ra + 8;
+      uint32_t hi[2][4], lo[2][4];
+#pragma unroll
+      for (unsigned h = 0; h < 2; h++) {
+        const unsigned c = h * 16 + 2 * (lane & 3u);
+        split_bf16(lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u), hi[h][0], lo[h][0]);
+        split_bf16(lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u), hi[h][1], lo[h][1]);
+        split_bf16(lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][2], lo[h][2]);
+        split_bf16(lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][3], lo[h][3]);
+      }
+      pin(acc);
+      wgmma_fence();
+      wgmma_rs(acc, lo[0], db);
+      wgmma_rs(acc, hi[0], db);
+      wgmma_rs(acc, lo[1], db + 2);
+      wgmma_rs(acc, hi[1], db + 2);
+      wgmma_commit();
+      wgmma_wait0();
+      pin(acc);
+    }
+  }
+  cp_wait<0>();
+
+  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+  const unsigned g = lane >> 2, t = lane & 3u;
+  const unsigned row = m0 + wgi * 64u + wq * 16u + g;
+#pragma unroll
+  for (unsigned j = 0; j < 16; j++) {
+    const unsigned col = n0 + j * 8 + 2 * t;
+    if (row < M) store2<F32_OUT>(y, N, row, col, acc[4 * j], acc[4 * j + 1], pair);
+    if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pair);
+  }
+}
+}  // namespace wg
+#else
+#define MK_GEMM_WGMMA 0
+#endif
+
+#if !MK_GEMM_MMA
 __device__ __forceinline__ void load8(const bf16 *__restrict__ base, unsigned rows, unsigned K,
                                       unsigned row, unsigned k, bool vec, float f[8]) {
   unpack8(load_chunk(base, rows, K, row, k, vec), f);
@@ -69,158 +497,10 @@ __device__ __forceinline__ void load8(const float *__restrict__ base, unsigned r
   for (unsigned i = 0; i < 8; i++) f[i] = k + i < K ? p[i] : 0.0f;
 }
 
-__device__ __forceinline__ bool vec_ok(const bf16 *x, unsigned K) { return K % 8u == 0 && aligned16(x); }
-__device__ __forceinline__ bool vec_ok(const float *x, unsigned K) { return K % 4u == 0 && aligned16(x); }
-
-template <bool F32_OUT>
-__device__ __forceinline__ void store_out(void *y, size_t i, float v) {
-  if (F32_OUT)
-    static_cast<float *>(y)[i] = v;
-  else
-    static_cast<bf16 *>(y)[i] = f32_to_bf16(v);
-}
-
-/* Writes the staged fp32 tile c [TM][ldc] to y, clipped to M x N. */
-template <bool F32_OUT>
-__device__ __forceinline__ void write_tile(void *y, const float *c, unsigned ldc, unsigned M,
-                                           unsigned N, unsigned m0, unsigned n0) {
-  for (unsigned i = threadIdx.x; i < TM * TN; i += kBlock) {
-    const unsigned r = i / TN, col = i % TN;
-    if (m0 + r < M && n0 + col < N) store_out<F32_OUT>(y, (size_t)(m0 + r) * N + n0 + col, c[r * ldc + col]);
-  }
-}
-
-#if MK_GEMM_WMMA
-namespace wmma = nvcuda::wmma;
-constexpr unsigned LDK = TK + 8; /* bf16 row pitch: 80 bytes keeps wmma's 32-byte alignment */
-constexpr unsigned LDF = TK + 4; /* f32 row pitch: 144 bytes, likewise */
-constexpr unsigned LDC = TN + 4; /* fp32 pitch of the staged result tile */
-
-/* 8 warps of 32 (wmma is NVIDIA-only, where warps are 32 wide): warp (wr, wc) owns rows
- * wr*16..+15 and columns wc*32..+31 of the tile. */
-__device__ __forceinline__ unsigned warp_row() { return (threadIdx.x / 32u) & 3u; }
-__device__ __forceinline__ unsigned warp_col() { return (threadIdx.x / 32u) >> 2; }
-
-union gemm_bf16_smem {
-  struct {
-    bf16 a[TM][LDK]; /* x tile, [m][k] */
-    bf16 b[TN][LDK]; /* w tile, [n][k] = B column-major */
-  } in;
-  float c[TM][LDC];
-};
-
-template <bool F32_OUT>
-__device__ __forceinline__ void gemm_tile_wmma(void *y, const bf16 *__restrict__ x,
-                                               const bf16 *__restrict__ w, unsigned M,
-                                               unsigned N, unsigned K) {
-  __shared__ __align__(128) gemm_bf16_smem sm;
-  const unsigned tid = threadIdx.x;
-  const unsigned n0 = blockIdx.x * TN, m0 = blockIdx.y * TM;
-  const unsigned lrow = tid >> 2, lk = (tid & 3u) * 8u; /* this thread's chunk of a tile */
-  const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
-  const unsigned wr = warp_row(), wc = warp_col();
-
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
-  wmma::fill_fragment(acc[0], 0.0f);
-  wmma::fill_fragment(acc[1], 0.0f);
-
-  uint4 ra = load_chunk(x, M, K, m0 + lrow, lk, vx);
-  uint4 rb = load_chunk(w, N, K, n0 + lrow, lk, vw);
-  for (unsigned k0 = 0; k0 < K; k0 += TK) {
-    *reinterpret_cast<uint4 *>(&sm.in.a[lrow][lk]) = ra;
-    *reinterpret_cast<uint4 *>(&sm.in.b[lrow][lk]) = rb;
-    __syncthreads();
-    if (k0 + TK < K) {
-      ra = load_chunk(x, M, K, m0 + lrow, k0 + TK + lk, vx);
-      rb = load_chunk(w, N, K, n0 + lrow, k0 + TK + lk, vw);
-    }
-#pragma unroll
-    for (unsigned kk = 0; kk < TK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-      wmma::load_matrix_sync(fa, reinterpret_cast<const __nv_bfloat16 *>(&sm.in.a[wr * 16][kk]), LDK);
-#pragma unroll
-      for (unsigned j = 0; j < 2; j++) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-        wmma::load_matrix_sync(
-            fb, reinterpret_cast<const __nv_bfloat16 *>(&sm.in.b[wc * 32 + j * 16][kk]), LDK);
-        wmma::mma_sync(acc[j], fa, fb, acc[j]);
-      }
-    }
-    __syncthreads();
-  }
-  wmma::store_matrix_sync(&sm.c[wr * 16][wc * 32], acc[0], LDC, wmma::mem_row_major);
-  wmma::store_matrix_sync(&sm.c[wr * 16][wc * 32 + 16], acc[1], LDC, wmma::mem_row_major);
-  __syncthreads();
-  write_tile<F32_OUT>(y, &sm.c[0][0], LDC, M, N, m0, n0);
-}
-
-union gemm_f32_smem {
-  struct {
-    float a[TM][LDF]; /* x tile, [m][k] */
-    float b[TN][LDF]; /* w tile converted to f32, [n][k] */
-  } in;
-  float c[TM][LDC];
-};
-
-/* f32 x: tf32 tensor cores on x = hi + lo (both tf32); w is exact in tf32. */
-__device__ __forceinline__ void gemm_tile_tf32(float *y, const float *__restrict__ x,
-                                               const bf16 *__restrict__ w, unsigned M,
-                                               unsigned N, unsigned K) {
-  __shared__ __align__(128) gemm_f32_smem sm;
-  const unsigned tid = threadIdx.x;
-  const unsigned n0 = blockIdx.x * TN, m0 = blockIdx.y * TM;
-  const unsigned lrow = tid >> 2, lk = (tid & 3u) * 8u;
-  const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
-  const unsigned wr = warp_row(), wc = warp_col();
-
-  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
-  wmma::fill_fragment(acc[0], 0.0f);
-  wmma::fill_fragment(acc[1], 0.0f);
-
-  float ra[8], rb[8];
-  load8(x, M, K, m0 + lrow, lk, vx, ra);
-  load8(w, N, K, n0 + lrow, lk, vw, rb);
-  for (unsigned k0 = 0; k0 < K; k0 += TK) {
-    *reinterpret_cast<float4 *>(&sm.in.a[lrow][lk]) = make_float4(ra[0], ra[1], ra[2], ra[3]);
-    *reinterpret_cast<float4 *>(&sm.in.a[lrow][lk + 4]) = make_float4(ra[4], ra[5], ra[6], ra[7]);
-    *reinterpret_cast<float4 *>(&sm.in.b[lrow][lk]) = make_float4(rb[0], rb[1], rb[2], rb[3]);
-    *reinterpret_cast<float4 *>(&sm.in.b[lrow][lk + 4]) = make_float4(rb[4], rb[5], rb[6], rb[7]);
-    __syncthreads();
-    if (k0 + TK < K) {
-      load8(x, M, K, m0 + lrow, k0 + TK + lk, vx, ra);
-      load8(w, N, K, n0 + lrow, k0 + TK + lk, vw, rb);
-    }
-#pragma unroll
-    for (unsigned kk = 0; kk < TK; kk += 8) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> hi, lo;
-      wmma::load_matrix_sync(hi, &sm.in.a[wr * 16][kk], LDF);
-#pragma unroll
-      for (int t = 0; t < hi.num_elements; t++) {
-        const float v = hi.x[t];
-        hi.x[t] = wmma::__float_to_tf32(v);
-        lo.x[t] = wmma::__float_to_tf32(v - hi.x[t]);
-      }
-#pragma unroll
-      for (unsigned j = 0; j < 2; j++) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
-        wmma::load_matrix_sync(fb, &sm.in.b[wc * 32 + j * 16][kk], LDF);
-#pragma unroll
-        for (int t = 0; t < fb.num_elements; t++) fb.x[t] = wmma::__float_to_tf32(fb.x[t]);
-        wmma::mma_sync(acc[j], lo, fb, acc[j]); /* the small part first */
-        wmma::mma_sync(acc[j], hi, fb, acc[j]);
-      }
-    }
-    __syncthreads();
-  }
-  wmma::store_matrix_sync(&sm.c[wr * 16][wc * 32], acc[0], LDC, wmma::mem_row_major);
-  wmma::store_matrix_sync(&sm.c[wr * 16][wc * 32 + 16], acc[1], LDC, wmma::mem_row_major);
-  __syncthreads();
-  write_tile<true>(y, &sm.c[0][0], LDC, M, N, m0, n0);
-}
-#endif
-
 /* Portable path: tiles converted to fp32 and stored k-major, so that each thread's 4x4
  * register block reads 4 consecutive m and 4 consecutive n as one vector. */
+constexpr unsigned TK = 32; /* K step */
+
 template <typename XT, bool F32_OUT>
 __device__ __forceinline__ void gemm_tile_portable(void *y, const XT *__restrict__ x,
                                                    const bf16 *__restrict__ w, unsigned M,
@@ -268,6 +548,7 @@ __device__ __forceinline__ void gemm_tile_portable(void *y, const XT *__restrict
       if (m < M && n < N) store_out<F32_OUT>(y, (size_t)m * N + n, acc[i][j]);
     }
 }
+#endif
 
 /* ---- gemv ------------------------------------------------------------------------ */
 
@@ -348,8 +629,8 @@ __device__ __forceinline__ void gemv_rows(void *y, const XT *__restrict__ x,
 }  // namespace
 
 MK_KERNEL(gemm_bf16)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-#if MK_GEMM_WMMA
-  gemm_tile_wmma<false>(y, x, w, m, n, k);
+#if MK_GEMM_MMA
+  tc::gemm_tile<TM, TN, 6, bf16, false>(y, x, w, m, n, k);
 #else
   gemm_tile_portable<bf16, false>(y, x, w, m, n, k);
 #endif
@@ -358,8 +639,8 @@ MK_CHECK(gemm_bf16, gemm);
 
 MK_KERNEL(gemm_bf16_f32)(float *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,
                          unsigned k) {
-#if MK_GEMM_WMMA
-  gemm_tile_wmma<true>(y, x, w, m, n, k);
+#if MK_GEMM_MMA
+  tc::gemm_tile<TM, TN, 6, bf16, true>(y, x, w, m, n, k);
 #else
   gemm_tile_portable<bf16, true>(y, x, w, m, n, k);
 #endif
@@ -368,13 +649,41 @@ MK_CHECK(gemm_bf16_f32, gemm);
 
 MK_KERNEL(gemm_f32in)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n,
                       unsigned k) {
-#if MK_GEMM_WMMA
-  gemm_tile_tf32(y, x, w, m, n, k);
+#if MK_GEMM_MMA
+  tc::gemm_tile<TM, TN, 4, float, true>(y, x, w, m, n, k);
 #else
   gemm_tile_portable<float, true>(y, x, w, m, n, k);
 #endif
 }
 MK_CHECK(gemm_f32in, gemm);
+
+#if MK_GEMM_MMA
+/* 128x128 tiles: 64 accumulators a thread; two blocks an SM (<= 128 registers, 48 KiB). */
+#define MK_KERNEL_T128(name) \
+  extern "C" __global__ void __launch_bounds__(mk_block(#name), 2) name
+
+MK_KERNEL_T128(gemm_bf16_t128)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,
+                               unsigned k) {
+#if MK_GEMM_WGMMA
+  wg::gemm_tile128<3, bf16, false>(y, x, w, m, n, k);
+#else
+  tc::gemm_tile<128, 128, 3, bf16, false>(y, x, w, m, n, k);
+#endif
+}
+MK_CHECK(gemm_bf16_t128, gemm);
+
+MK_KERNEL_T128(gemm_f32in_t128)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n,
+                                unsigned k) {
+#if MK_GEMM_WGMMA
+  wg::gemm_tile128<2, float, true>(y, x, w, m, n, k);
+#else
+  tc::gemm_tile<128, 128, 2, float, true>(y, x, w, m, n, k);
+#endif
+}
+MK_CHECK(gemm_f32in_t128, gemm);
+static_assert(mk_block("gemm_bf16_t128") == kBlock && mk_block("gemm_f32in_t128") == kBlock,
+              "the tile mapping assumes 256 threads");
+#endif
 
 MK_KERNEL(gemv_bf16)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
   gemv_rows<bf16, false>(y, x, w, m, n, k);
