@@ -23,7 +23,8 @@ static uint32_t u32_arg(const metrale_kernel_info *info, const gpu_arg *args, co
   return i < 0 ? 0u : args[i].v.u32;
 }
 
-/* The general delta rule path spreads a state column over at most one block. */
+/* The general delta rule path spreads a state column over at most one block; the fused
+ * decode kernel keeps a head's q and k (2*dk floats) in shared memory. */
 #define CUDA_MAX_DK (32u * 128u)
 
 metrale_status cuda_validate_args(const metrale_kernel_info *info, const gpu_arg *args) {
@@ -34,7 +35,8 @@ metrale_status cuda_validate_args(const metrale_kernel_info *info, const gpu_arg
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: nv (%u) must be a non-zero multiple of nk (%u)",
                            k, nv, nk);
   }
-  if (strncmp(k, "delta_rule_", 11) == 0 && has(info, "dk") && u32_arg(info, args, "dk") > CUDA_MAX_DK)
+  if ((strncmp(k, "delta_rule_", 11) == 0 || strncmp(k, "gdn_decode_", 11) == 0) && has(info, "dk") &&
+      u32_arg(info, args, "dk") > CUDA_MAX_DK)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u is above the %u the cuda kernels support", k,
                          u32_arg(info, args, "dk"), CUDA_MAX_DK);
   if (has(info, "kw") && u32_arg(info, args, "kw") == 0)

@@ -227,3 +227,18 @@ metrale_status cpu_k_delta_rule_prefill(const gpu_arg *args) {
                                 cpu_arg_p(args, 6), cpu_arg_u(args, 7), cpu_arg_u(args, 8),
                                 cpu_arg_u(args, 9), cpu_arg_u(args, 10), cpu_arg_u(args, 11));
 }
+
+/* The chunked kernel's contract is the sequential op split over two launches; the cpu
+ * does all of it in phase 1 and needs no workspace. */
+metrale_status cpu_k_delta_rule_prefill_chunked(const gpu_arg *args) {
+  uint32_t phase = cpu_arg_u(args, 13);
+  if (phase > 1)
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked: phase %u (0 or 1)", phase);
+  METRALE_RETURN_IF_ERROR(
+      check_heads("delta_rule_prefill_chunked", cpu_arg_u(args, 9), cpu_arg_u(args, 10)));
+  if (phase == 0) return METRALE_OK;
+  return cpu_delta_rule_prefill(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),
+                                cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5),
+                                cpu_arg_p(args, 6), cpu_arg_u(args, 8), cpu_arg_u(args, 9),
+                                cpu_arg_u(args, 10), cpu_arg_u(args, 11), cpu_arg_u(args, 12));
+}

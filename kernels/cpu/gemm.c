@@ -236,3 +236,7 @@ metrale_status cpu_k_gemm_f32in(const gpu_arg *args) {
 
 /* gemv_f32in has the contract of gemm_f32in. */
 metrale_status cpu_k_gemv_f32in(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
+
+/* The 128x128-tile forms are GPU launch shapes of the same contracts. */
+metrale_status cpu_k_gemm_bf16_t128(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
+metrale_status cpu_k_gemm_f32in_t128(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }

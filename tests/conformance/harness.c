@@ -130,7 +130,7 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
     size_t bytes = b->count * type_size(b->type);
     results[i] = cf_alloc(bytes ? bytes : 1, 1);
     CF_CHECK_STATUS(ctx, mt_buffer_alloc(be, bytes, b->guard, &bufs[i]), label);
-    if (b->dir == CF_OUT) {
+    if (b->dir == CF_OUT || b->dir == CF_SCRATCH) {
       memset(results[i], 0xff, bytes); /* NaN in bf16/f32, -1 in i32: unwritten shows */
       CF_CHECK_STATUS(ctx, mt_upload(be, &bufs[i], results[i]), label);
     } else {
@@ -145,7 +145,14 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
     const metrale_kernel_info *info = metrale_kernel_info_get(l->id);
     char what[160];
     snprintf(what, sizeof what, "%s: launch of %s.%s", label, info->module, info->name);
-    CF_CHECK_STATUS(ctx, metrale_launch(dev, l->id, kernel, l->grid, NULL, args, l->nargs), what);
+    for (uint32_t p = 0; p < (l->nphase ? l->nphase : 1); p++) {
+      gpu_dim3 grid = l->grid;
+      if (l->nphase) {
+        grid = l->phase_grid[p];
+        args[l->phase_arg] = gpu_arg_u32(p);
+      }
+      CF_CHECK_STATUS(ctx, metrale_launch(dev, l->id, kernel, grid, NULL, args, l->nargs), what);
+    }
     CF_CHECK_STATUS(ctx, be->vt->sync(be), what);
   }
   for (uint32_t i = 0; i < l->nbuf; i++) {
@@ -202,7 +209,8 @@ int cf_run(cf_ctx *ctx, cf_launch *l, gpu_kernel kernel) {
   void *oracle[CF_MAX_BUF] = {0};
   if (run_on(ctx, ctx->oracle, "cpu oracle", l, ok_kernel, oracle)) {
     for (uint32_t i = 0; i < l->nbuf; i++)
-      if (l->buf[i].dir != CF_IN) compare_with_oracle(ctx, &l->buf[i], oracle[i]);
+      if (l->buf[i].dir != CF_IN && l->buf[i].dir != CF_SCRATCH)
+        compare_with_oracle(ctx, &l->buf[i], oracle[i]);
   }
   for (uint32_t i = 0; i < l->nbuf; i++) free(oracle[i]);
   return ok;

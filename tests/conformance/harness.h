@@ -19,7 +19,9 @@
 #define CF_MAX_BUF 12
 
 typedef enum cf_type { CF_BF16 = 1, CF_F32, CF_I32 } cf_type;
-typedef enum cf_dir { CF_IN = 1, CF_OUT, CF_INOUT } cf_dir;
+/* CF_SCRATCH: device scratch a launch may use freely (starts as all 0xff bytes, its
+ * contents are never compared). */
+typedef enum cf_dir { CF_IN = 1, CF_OUT, CF_INOUT, CF_SCRATCH } cf_dir;
 
 typedef struct cf_ctx {
   const char *backend;
@@ -48,6 +50,11 @@ typedef struct cf_launch {
   cf_buf buf[CF_MAX_BUF];
   int arg_buf[METRALE_MAX_KERNEL_ARGS]; /* buffer index, or -1 for a scalar */
   gpu_arg arg[METRALE_MAX_KERNEL_ARGS];
+  /* A kernel whose op is several launches in order (a phase argument): with nphase > 0,
+   * cf_run launches it nphase times, launch p with phase_grid[p] and scalar argument
+   * phase_arg set to p, before anything is checked. */
+  uint32_t nphase, phase_arg;
+  gpu_dim3 phase_grid[4];
 } cf_launch;
 
 /* Opens the backend under test (and the oracle); skips the test when it is

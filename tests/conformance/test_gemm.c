@@ -10,7 +10,12 @@ typedef struct {
 } mnk;
 
 static const mnk gemm_shapes[] = {{1, 1, 1},     {1, 7, 129},   {3, 64, 1000}, {5, 129, 7},
-                                  {16, 33, 256}, {17, 70, 130}, {64, 65, 64},  {70, 5, 33}};
+                                  {16, 33, 256}, {17, 70, 130}, {64, 65, 64},  {70, 5, 33},
+                                  {600, 70, 36}};
+/* 128x128 tiles: partial tiles, several tile rows and columns, more tile rows than one
+ * group of the block walk (8), unaligned K. */
+static const mnk t128_shapes[] = {{1, 1, 1},     {5, 129, 7},     {64, 65, 64},  {129, 3, 33},
+                                  {130, 257, 96}, {200, 130, 1000}, {1100, 130, 40}};
 static const mnk gemv_shapes[] = {{1, 1, 1},  {1, 7, 129},   {2, 8, 1000},  {3, 129, 64},
                                   {8, 9, 17}, {16, 33, 256}, {1, 300, 2048}};
 /* gemv_bf16_f32 (the decode input projection): every M of 1..16, odd N and K. */
@@ -35,10 +40,10 @@ static void ref_gemm(double *y, const metrale_bf16 *x, const float *xf, const me
     }
 }
 
-/* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in).  gemv: grid.x = ceil(N/8), else
- * (ceil(N/64), ceil(M/64)). */
+/* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in).  tile: 0 for the gemv grid
+ * (ceil(N/8)), else the output tile edge: grid (ceil(N/tile), ceil(M/tile)). */
 static void run_gemm_x(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
-                       int in_f32, int gemv) {
+                       int in_f32, uint32_t tile) {
   CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < nshapes; si++) {
     const mnk *s = &shapes[si];
@@ -52,8 +57,8 @@ static void run_gemm_x(metrale_kernel_id id, const mnk *shapes, size_t nshapes, 
     double *ref = cf_alloc(ny, sizeof(double));
     ref_gemm(ref, x, xf, w, s);
 
-    gpu_dim3 grid =
-        gemv ? (gpu_dim3){(s->n + 7) / 8, 1, 1} : (gpu_dim3){(s->n + 63) / 64, (s->m + 63) / 64, 1};
+    gpu_dim3 grid = tile == 0 ? (gpu_dim3){(s->n + 7) / 8, 1, 1}
+                              : (gpu_dim3){(s->n + tile - 1) / tile, (s->m + tile - 1) / tile, 1};
     double tol = in_f32 ? TOL_TF32 : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
     cf_launch l;
     cf_launch_init(&l, id, grid);
@@ -80,7 +85,7 @@ static void run_gemm_x(metrale_kernel_id id, const mnk *shapes, size_t nshapes, 
 }
 
 static void run_gemm(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32, int gemv) {
-  run_gemm_x(id, shapes, nshapes, out_f32, 0, gemv);
+  run_gemm_x(id, shapes, nshapes, out_f32, 0, gemv ? 0u : 64u);
 }
 
 Test(gemm, gemm_bf16) {
@@ -101,10 +106,18 @@ Test(gemm, gemv_bf16_f32) {
 }
 
 Test(gemm, gemm_f32in) {
-  run_gemm_x(METRALE_K_gemm_f32in, gemm_shapes, sizeof gemm_shapes / sizeof gemm_shapes[0], 1, 1, 0);
+  run_gemm_x(METRALE_K_gemm_f32in, gemm_shapes, sizeof gemm_shapes / sizeof gemm_shapes[0], 1, 1, 64);
 }
 
 Test(gemm, gemv_f32in) {
   run_gemm_x(METRALE_K_gemv_f32in, gemv_f32_shapes, sizeof gemv_f32_shapes / sizeof gemv_f32_shapes[0],
-             1, 1, 1);
+             1, 1, 0);
+}
+
+Test(gemm, gemm_bf16_t128) {
+  run_gemm_x(METRALE_K_gemm_bf16_t128, t128_shapes, sizeof t128_shapes / sizeof t128_shapes[0], 0, 0, 128);
+}
+
+Test(gemm, gemm_f32in_t128) {
+  run_gemm_x(METRALE_K_gemm_f32in_t128, t128_shapes, sizeof t128_shapes / sizeof t128_shapes[0], 1, 1, 128);
 }

@@ -82,9 +82,12 @@ Test(modes, batch_equals_each_sequence_alone) {
       lt_run_init(&one, dev, NULL, &cfg, 9, METRALE_PART_LAYER, x + at * H, &lens[i], 1, 1);
       lt_run_mode(&one, m, 0);
       lt_run_read_states(&one);
-      lt_expect_close("batched output vs alone", all.c.y + at * H, one.c.y, lens[i] * H, 1e-3);
-      lt_expect_close("batched state vs alone", all.rec + all.rf * i, one.rec, one.rf, 1e-3);
-      lt_expect_close("batched conv state vs alone", all.conv + all.cf * i, one.conv, one.cf, 1e-3);
+      /* GPU GEMMs pick their kernel by M (gemv below 17 rows, tensor-core tiles above), so a
+       * sequence alone and the same sequence in a batch are summed in different orders;
+       * 5e-3 is the same bound as decode vs prefill (the CPU is bit-identical) */
+      lt_expect_close("batched output vs alone", all.c.y + at * H, one.c.y, lens[i] * H, 5e-3);
+      lt_expect_close("batched state vs alone", all.rec + all.rf * i, one.rec, one.rf, 5e-3);
+      lt_expect_close("batched conv state vs alone", all.conv + all.cf * i, one.conv, one.cf, 5e-3);
       lt_run_free(&one);
       at += lens[i];
     }

@@ -2,11 +2,13 @@
  * heads of 128, conv 4; MoE 512 experts, top 10, width 512, shared expert 512) timed
  * for decode and prefill, against the device's copy bandwidth and GEMM rate measured in
  * the same process. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "ops/ops.h"
 
 static void a3b_config(metrale_qwen3_config *c) {
   memset(c, 0, sizeof *c);
@@ -63,6 +65,112 @@ typedef struct result {
   double median, min, gbps, tflops;
 } result;
 
+/* ---- --core: the delta-rule prefill alone ------------------------------------------ */
+
+typedef struct core_ctx {
+  const metrale_ops *ops;
+  gpu_ptr o, qkv, g, beta, state, cu, slots, ws;
+  uint32_t t, nk, nv, dk, dv;
+} core_ctx;
+
+static metrale_status core_once(void *p) {
+  core_ctx *c = p;
+  return op_delta_rule_prefill(c->ops, NULL, c->o, c->qkv, c->g, c->beta, c->state, c->cu, c->slots,
+                               c->ws, c->t, 1, c->nk, c->nv, c->dk, c->dv);
+}
+
+static float core_uniform(uint64_t *x, float lo, float hi) { /* xorshift64* */
+  *x ^= *x >> 12, *x ^= *x << 25, *x ^= *x >> 27;
+  return lo + (hi - lo) * (float)((*x * 2685821657736338717ull) >> 40) / (float)(1u << 24);
+}
+
+/* FLOPs per token of the chunked algorithm (chunks of 64): K K^T, Q K^T, W, U, W S, Q S,
+ * (Q K^T) V' and K^T V' per value head. */
+static double core_flops_per_token(const metrale_qwen3_config *g) {
+  const double c = 64, dk = g->dk, dv = g->dv;
+  return g->nv * (2 * c * (3 * dk + 2 * dv) + 6 * dk * dv);
+}
+
+/* One sequence of each length: random v, g, beta and state, q and k random then
+ * l2-normalised on the device by l2norm_qk, as the mixer leaves them. */
+static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config *cfg,
+                                 const uint32_t *lens, int n, int warmup, int samples, int json) {
+  gpu_backend *be = metrale_device_backend(dev);
+  metrale_ops ops;
+  METRALE_RETURN_IF_ERROR(metrale_ops_init(&ops, dev));
+  const uint32_t nk = cfg->nk, nv = cfg->nv, dk = cfg->dk, dv = cfg->dv;
+  const uint64_t C = 2ull * nk * dk + (uint64_t)nv * dv;
+  if (!json)
+    printf("delta-rule prefill core, %u key / %u value heads of %u/%u, one sequence: %s\n"
+           "%-8s %12s %12s %10s\n", nk, nv, dk, dv, metrale_ops_delta_rule_prefill_path(&ops, dk, dv),
+           "tokens", "median ms", "min ms", "TFLOP/s");
+  else
+    printf("{\"core\": \"%s\", \"flops_per_token\": %.0f, \"results\": [",
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv), core_flops_per_token(cfg));
+  metrale_status s = METRALE_OK;
+  for (int i = 0; i < n && !s; i++) {
+    const uint32_t T = lens[i];
+    const uint32_t blk = T < 1024 ? T : 1024; /* host-random rows, tiled over T */
+    core_ctx c = {.ops = &ops, .t = T, .nk = nk, .nv = nv, .dk = dk, .dv = dv};
+    const uint64_t wsb = metrale_ops_delta_rule_ws_bytes(&ops, T, 1, nv, dk, dv);
+    uint64_t hn = blk * C;
+    if ((uint64_t)T * nv > hn) hn = (uint64_t)T * nv;
+    if ((uint64_t)nv * dk * dv > hn) hn = (uint64_t)nv * dk * dv;
+    float *host = malloc(sizeof(float) * hn);
+    int32_t lists[3] = {0, (int32_t)T, 0}; /* cu_seqlens, then the slot */
+    uint64_t x = 0x9e3779b97f4a7c15ull + T;
+    if (!host) s = METRALE_ERROR(OUT_OF_MEMORY, "core bench host buffer");
+    if (!s) s = metrale_alloc(dev, (uint64_t)T * C * 4, &c.qkv);
+    if (!s) s = metrale_alloc(dev, (uint64_t)T * nv * dv * 2, &c.o);
+    if (!s) s = metrale_alloc(dev, (uint64_t)T * nv * 4, &c.g);
+    if (!s) s = metrale_alloc(dev, (uint64_t)T * nv * 4, &c.beta);
+    if (!s) s = metrale_alloc(dev, (uint64_t)nv * dk * dv * 4, &c.state);
+    if (!s) s = metrale_alloc(dev, 12, &c.cu);
+    if (!s && wsb) s = metrale_alloc(dev, wsb, &c.ws);
+    c.slots = c.cu + 8;
+    if (!s) {
+      for (uint64_t j = 0; j < blk * C; j++) host[j] = core_uniform(&x, -1, 1);
+      s = be->vt->copy_h2d(be, c.qkv, host, blk * C * 4, NULL);
+      for (uint64_t r = blk; !s && r < T; r += blk)
+        s = be->vt->copy_d2d(be, c.qkv + r * C * 4, c.qkv, (T - r < blk ? T - r : blk) * C * 4, NULL);
+      if (!s) s = be->vt->sync(be);
+    }
+    if (!s) s = op_l2norm_qk(&ops, NULL, c.qkv, T, nk, dk, (uint32_t)C);
+    if (!s) {
+      for (uint64_t j = 0; j < (uint64_t)T * nv; j++) host[j] = -expf(core_uniform(&x, -4.6f, 0.69f));
+      s = be->vt->copy_h2d(be, c.g, host, (uint64_t)T * nv * 4, NULL);
+      if (!s) s = be->vt->sync(be);
+    }
+    if (!s) {
+      for (uint64_t j = 0; j < (uint64_t)T * nv; j++) host[j] = core_uniform(&x, 0.02f, 0.98f);
+      s = be->vt->copy_h2d(be, c.beta, host, (uint64_t)T * nv * 4, NULL);
+      if (!s) s = be->vt->sync(be);
+    }
+    if (!s) {
+      for (uint64_t j = 0; j < (uint64_t)nv * dk * dv; j++) host[j] = core_uniform(&x, -0.5f, 0.5f);
+      s = be->vt->copy_h2d(be, c.state, host, (uint64_t)nv * dk * dv * 4, NULL);
+      if (!s) s = be->vt->copy_h2d(be, c.cu, lists, sizeof lists, NULL);
+      if (!s) s = be->vt->sync(be);
+    }
+    fprintf(stderr, "timing the delta-rule prefill core at %u tokens...\n", T);
+    double med = 0, mn = 0;
+    if (!s) s = bench_time(dev, core_once, &c, warmup, samples, &med, &mn);
+    if (!s) {
+      double tf = core_flops_per_token(cfg) * T / med / 1e12;
+      if (json)
+        printf("%s{\"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"tflops\": %.3f}", i ? ", " : "", T,
+               med * 1e6, mn * 1e6, tf);
+      else
+        printf("%-8u %12.3f %12.3f %10.1f\n", T, med * 1e3, mn * 1e3, tf);
+    }
+    free(host);
+    gpu_ptr bufs[] = {c.qkv, c.o, c.g, c.beta, c.state, c.cu, c.ws};
+    for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) metrale_free(dev, bufs[b]);
+  }
+  if (json && !s) printf("]}\n");
+  return s;
+}
+
 int cmd_bench(int argc, char **argv) {
   cli_opt opts[] = {
       {"--backend", 1, NULL, "auto|cpu|cuda|hip|vulkan (default: METRALE_BACKEND or auto)"},
@@ -72,8 +180,9 @@ int cmd_bench(int argc, char **argv) {
       {"--samples", 1, NULL, "timed samples per case, median reported (default 15)"},
       {"--warmup", 1, NULL, "untimed calls before timing (default 3)"},
       {"--json", 0, NULL, "print one JSON object instead of the table"},
+      {"--core", 0, NULL, "time only the delta-rule prefill core, one sequence per --prefill length"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 7, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 8, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -100,6 +209,11 @@ int cmd_bench(int argc, char **argv) {
 
   metrale_qwen3_config cfg;
   a3b_config(&cfg);
+  if (!s && opts[7].value) {
+    s = bench_core(dev, &cfg, pre, npre, (int)warmup, (int)samples, json);
+    metrale_device_destroy(dev);
+    return s ? cli_fail("bench", s) : CLI_OK;
+  }
   double bw = 0, tf = 0;
   fprintf(info, "metrale bench on %s (%s), part %s\n", be->name, be->caps.device_name,
           part == METRALE_PART_MIXER ? "mixer" : "layer (mixer + MoE)");

@@ -3,6 +3,14 @@
 #define CEIL_DIV(a, b) (uint32_t)(((uint64_t)(a) + (b) - 1) / (b))
 #define GEMV_MAX_M 16u
 
+/* The 128x128-tile gemm kernels, where present, beat the 64x64 ones once there are about
+ * as many 128x128 tiles as an H200 has SMs (132; docs/perf-gemm.md).  n = 0: unknown
+ * (the path report), taken as wide. */
+static int use_t128(const metrale_ops *o, metrale_kernel_id id, uint32_t m, uint32_t n) {
+  const uint64_t cols = n ? CEIL_DIV(n, 128) : 128;
+  return o->k[id] && (uint64_t)CEIL_DIV(m, 128) * cols >= 128;
+}
+
 /* Launches kernel `id` with the given grid and argument list. */
 #define LAUNCH(o, st, id, gx, gy, ...)                                                    \
   do {                                                                                    \
@@ -30,7 +38,8 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
 }
 
 const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) {
-  return (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16]) ? "gemm.gemv_bf16" : "gemm.gemm_bf16";
+  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16]) return "gemm.gemv_bf16";
+  return use_t128(o, METRALE_K_gemm_bf16_t128, m, 0) ? "gemm.gemm_bf16_t128" : "gemm.gemm_bf16";
 }
 
 const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) {
@@ -38,7 +47,8 @@ const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) {
 }
 
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) {
-  return (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_f32in]) ? "gemm.gemv_f32in" : "gemm.gemm_f32in";
+  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_f32in]) return "gemm.gemv_f32in";
+  return use_t128(o, METRALE_K_gemm_f32in_t128, m, 0) ? "gemm.gemm_f32in_t128" : "gemm.gemm_f32in";
 }
 
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *o) {
@@ -91,6 +101,8 @@ metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x
   if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16])
     LAUNCH(o, st, gemv_bf16, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
   METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
+  if (use_t128(o, METRALE_K_gemm_bf16_t128, m, n))
+    LAUNCH(o, st, gemm_bf16_t128, CEIL_DIV(n, 128), CEIL_DIV(m, 128), P(y), P(x), P(w), U(m), U(n), U(k));
   LAUNCH(o, st, gemm_bf16, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
 }
 
@@ -107,6 +119,8 @@ metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
   if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_f32in])
     LAUNCH(o, st, gemv_f32in, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
   METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
+  if (use_t128(o, METRALE_K_gemm_f32in_t128, m, n))
+    LAUNCH(o, st, gemm_f32in_t128, CEIL_DIV(n, 128), CEIL_DIV(m, 128), P(y), P(x), P(w), U(m), U(n), U(k));
   LAUNCH(o, st, gemm_f32in, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
 }
 
@@ -150,12 +164,86 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
          U(bsz), U(nk), U(nv), U(dk), U(dv));
 }
 
+/* kernels.def delta_rule_prefill_chunked: heads it takes, chunks it may need, and the
+ * workspace record of one (chunk, value head). */
+#define CHUNKED_DK_MAX 128u
+#define CHUNKED_REC_BYTES 33024u
+#define CHUNKED_COLS 32u /* value columns per phase-1 block (32 or 16) */
+/* Below this many tokens per sequence on average the sequential kernel is taken: on the
+ * H200 it costs ~3 us a token per sequence, the chunked one tens of us for phase 0 plus ~28 us
+ * a chunk step (docs/perf-prefill.md), so short sequences are faster token by token. */
+#define CHUNKED_MIN_AVG_TOKENS 64u
+
+static int chunked_fits(const metrale_ops *o, uint32_t dk, uint32_t dv) {
+  return o->k[METRALE_K_delta_rule_prefill_chunked] && dk > 0 && dk <= CHUNKED_DK_MAX &&
+         dk % 8 == 0 && dv > 0 && dv % 8 == 0;
+}
+
+static int chunked_pays(const metrale_ops *o, uint32_t t, uint32_t s, uint32_t dk, uint32_t dv) {
+  return chunked_fits(o, dk, dv) && s > 0 && (uint64_t)t >= (uint64_t)CHUNKED_MIN_AVG_TOKENS * s;
+}
+
+static uint64_t chunked_chunks(uint32_t t, uint32_t s) {
+  uint64_t nc = ((uint64_t)t + 63ull * s) / 64;
+  return nc < t ? nc : t;
+}
+
+uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint32_t s,
+                                         uint32_t nv, uint32_t dk, uint32_t dv) {
+  if (!chunked_pays(o, t, s, dk, dv)) return 0;
+  return chunked_chunks(t, s) * nv * CHUNKED_REC_BYTES;
+}
+
+const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {
+  return chunked_fits(o, dk, dv) ? "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) "
+                                   "when sequences average 64+ tokens, else gdn.delta_rule_prefill"
+                                 : "gdn.delta_rule_prefill (sequential)";
+}
+
+static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32_t phase,
+                                     uint64_t grid, gpu_ptr out, gpu_ptr qkv, gpu_ptr g,
+                                     gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
+                                     gpu_ptr slots, gpu_ptr ws, uint32_t s, uint32_t nk,
+                                     uint32_t nv, uint32_t dk, uint32_t dv) {
+  if (grid > INT32_MAX)
+    return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch",
+                         (unsigned long long)grid);
+  LAUNCH(o, st, delta_rule_prefill_chunked, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta),
+         P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase));
+}
+
 metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
-                                     gpu_ptr slots, uint32_t s, uint32_t nk, uint32_t nv,
-                                     uint32_t dk, uint32_t dv) {
+                                     gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
+                                     uint32_t nv, uint32_t dk, uint32_t dv) {
+  if (ws && chunked_pays(o, t, s, dk, dv)) {
+    METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
+                                           state, cu_seqlens, slots, ws, s, nk, nv, dk, dv));
+    return launch_chunked(o, st, 1, (uint64_t)s * nv * CEIL_DIV(dv, CHUNKED_COLS), out, qkv, g, beta, state,
+                          cu_seqlens, slots, ws, s, nk, nv, dk, dv);
+  }
   LAUNCH(o, st, delta_rule_prefill, s * nv, 1, P(out), P(qkv), P(g), P(beta), P(state),
          P(cu_seqlens), P(slots), U(s), U(nk), U(nv), U(dk), U(dv));
+}
+
+int metrale_ops_has_gdn_decode_fused(const metrale_ops *o, int qwen35) {
+  return o->k[qwen35 ? METRALE_K_gdn_decode_fused35 : METRALE_K_gdn_decode_fused] != 0;
+}
+
+metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr y,
+                                   gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
+                                   gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
+                                   uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
+                                   uint32_t kw, float eps) {
+  if (!metrale_ops_has_gdn_decode_fused(o, qwen35))
+    return METRALE_ERROR(NOT_FOUND, "the backend has no fused decode kernel");
+  if ((uint64_t)bsz * nk > UINT32_MAX)
+    return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u with %u key heads", bsz, nk);
+  if (qwen35)
+    LAUNCH(o, st, gdn_decode_fused35, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
+           P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
+  LAUNCH(o, st, gdn_decode_fused, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
+         P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
 }
 
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,

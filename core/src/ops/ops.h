@@ -62,10 +62,28 @@ metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr 
 metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                     gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr slots,
                                     uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);
+/* The delta-rule prefill over s sequences of t tokens in all: gdn_chunked.
+ * delta_rule_prefill_chunked (two launches) when the backend has it, the heads fit its
+ * contract, the sequences average 64 tokens or more and ws (metrale_ops_delta_rule_ws_bytes
+ * of device scratch, 0 when the chunked kernel would not be used) is given; else the
+ * sequential gdn.delta_rule_prefill. */
+uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *ops, uint32_t t, uint32_t s,
+                                         uint32_t nv, uint32_t dk, uint32_t dv);
+const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *ops, uint32_t dk, uint32_t dv);
 metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
-                                     gpu_ptr slots, uint32_t s, uint32_t nk, uint32_t nv,
-                                     uint32_t dk, uint32_t dv);
+                                     gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
+                                     uint32_t nv, uint32_t dk, uint32_t dv);
+/* The decode mixer between the projections in one launch (kernels.def gdn_decode_fused,
+ * gdn_decode_fused35 for the Qwen3.5 layout): y bf16 [B, nv*dv] from p f32 [B, P],
+ * updating both states of each slot.  NOT_FOUND when the backend lacks it: the caller
+ * then runs the chain (metrale_ops_has_gdn_decode_fused says which). */
+int metrale_ops_has_gdn_decode_fused(const metrale_ops *ops, int qwen35);
+metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr y,
+                                   gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
+                                   gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
+                                   uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
+                                   uint32_t kw, float eps);
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
                            uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm);
 metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, gpu_ptr x, gpu_ptr idx,

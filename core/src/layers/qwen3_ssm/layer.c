@@ -75,6 +75,7 @@ void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *L) {
   gpu_backend *be = metrale_device_backend(L->dev);
   metrale_status_free(be->vt->sync(be));
   metrale_free(L->dev, L->scratch_block);
+  metrale_free(L->dev, L->delta_ws);
   metrale_free(L->dev, L->weight_block);
   free(L->lists_host);
   free(L);
@@ -94,9 +95,15 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_gemm_f32_path(&L->ops, 1u << 20));
   fprintf(out, "  other projections:             %s / %s\n", metrale_ops_gemm_path(&L->ops, 1),
           metrale_ops_gemm_path(&L->ops, 1u << 20));
+  if (metrale_ops_has_gdn_decode_fused(&L->ops, L->qwen35))
+    fprintf(out, "  decode, split .. gated norm:   gdn_decode.%s (one kernel)\n",
+            L->qwen35 ? "gdn_decode_fused35" : "gdn_decode_fused");
+  else
+    fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
   fprintf(out, "  input split:                   gdn.%s\n", L->qwen35 ? "split_qkvzba35" : "split_qkvzba");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / conv.conv1d_prefill\n");
-  fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / gdn.delta_rule_prefill (sequential)\n");
+  fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
+          metrale_ops_delta_rule_prefill_path(&L->ops, d->dk, d->dv));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(&L->ops));
   if (L->moe)
     fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.moe_topk, moe.moe_gate_up, "
@@ -149,6 +156,7 @@ static metrale_status run(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, 
   if ((uint64_t)T * widest(&L->d) >= MAX_ROW_ELEMS)
     return METRALE_ERROR(INVALID_ARGUMENT, "%u tokens in one call is too many for this layer; split the call", T);
   METRALE_RETURN_IF_ERROR(qwen3_ssm_scratch_reserve(L, T, S));
+  if (!decode) METRALE_RETURN_IF_ERROR(qwen3_ssm_delta_ws_reserve(L, T, S));
 
   /* From here on the call may touch state; everything above was checked first. */
   const qwen3_ssm_scratch *s = &L->s;

@@ -87,12 +87,19 @@ struct metrale_qwen3_ssm_layer {
   int32_t *lists_host;      /* [2 * scratch_seqs + 1]: slots then cu_seqlens */
   uint32_t lists_n;         /* sequences in the cached lists; 0 = nothing cached */
   int lists_decode;         /* the cached lists came from a decode call (no cu) */
+  /* Workspace of the chunked delta-rule prefill (kernels.def delta_rule_prefill_chunked),
+   * sized for the largest prefill so far; 0 while none needed one. */
+  gpu_ptr delta_ws;
+  uint64_t delta_ws_bytes;
 };
 
 /* weights.c */
 metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight_source src);
 /* scratch.c: makes room for T tokens and S sequences (keeps the old buffers on failure). */
 metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
+/* scratch.c: makes L->delta_ws large enough for a prefill of T tokens in S sequences (no-op
+ * when the delta rule runs sequentially there). */
+metrale_status qwen3_ssm_delta_ws_reserve(metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
 /* mixer.c: out bf16 [T,H] = mixer(x f32 [T,H]); decode: one token per slot, else the
  * sequences of s.cu (both lists already on the device in s.cu / s.slots). */
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,

@@ -6,8 +6,11 @@
  *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv
  *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)
  *   o     [T, nv, dv] = gated delta rule over each sequence         state updated, bf16
+ *                       (prefill: in chunks of 64 tokens where the backend can and
+ *                       the sequences are long enough: op_delta_rule_prefill)
  *   on    [T, nv*dv]  = rmsnorm(o) * w * silu(z)
- *   out   [T, H]      = on . out_proj^T */
+ *   out   [T, H]      = on . out_proj^T
+ * Decode runs split .. gated norm as one kernel when the backend has it (gdn_decode_fused). */
 #include "layer.h"
 
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
@@ -20,6 +23,13 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
   const gpu_ptr rec_state = metrale_state_pool_recurrent(pool);
 
   METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
+  if (decode && metrale_ops_has_gdn_decode_fused(o, L->qwen35)) {
+    /* one launch from proj to the gated-norm output, each state read and written once */
+    METRALE_RETURN_IF_ERROR(op_gdn_decode_fused(o, st, L->qwen35, s->on, s->proj, w->conv, conv_state,
+                                                w->a_log, w->dt_bias, w->gnorm, rec_state, s->slots,
+                                                T, d->nk, d->nv, d->dk, d->dv, d->K, d->eps));
+    return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, d->nv * d->dv);
+  }
   METRALE_RETURN_IF_ERROR(op_split(o, st, L->qwen35, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk,
                                    d->nv, d->dk, d->dv));
   if (decode)
@@ -35,7 +45,8 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
                                                  s->slots, T, d->nk, d->nv, d->dk, d->dv));
   else
     METRALE_RETURN_IF_ERROR(op_delta_rule_prefill(o, st, s->o, s->qkv, s->g, s->beta, rec_state, s->cu,
-                                                  s->slots, S, d->nk, d->nv, d->dk, d->dv));
+                                                  s->slots, L->delta_ws, T, S, d->nk, d->nv, d->dk,
+                                                  d->dv));
   METRALE_RETURN_IF_ERROR(op_gated_rmsnorm(o, st, s->on, s->o, s->z, w->gnorm, T * d->nv, d->dv, d->eps));
   return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, d->nv * d->dv);
 }

@@ -90,3 +90,22 @@ metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T,
   for (size_t i = 0; i < sizeof offs / sizeof(gpu_ptr); i++) dst[i] = block + src[i];
   return METRALE_OK;
 }
+
+metrale_status qwen3_ssm_delta_ws_reserve(metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S) {
+  const qwen3_ssm_dims *d = &L->d;
+  uint64_t bytes = metrale_ops_delta_rule_ws_bytes(&L->ops, T, S, d->nv, d->dk, d->dv);
+  if (bytes <= L->delta_ws_bytes) return METRALE_OK;
+  gpu_ptr ws = 0;
+  metrale_status s = metrale_alloc(L->dev, bytes, &ws);
+  if (s) return metrale_status_annotate(s, "delta-rule workspace (%.1f MB)", (double)bytes / 1e6);
+  gpu_backend *be = metrale_device_backend(L->dev); /* the old one may still be in use */
+  s = be->vt->sync(be);
+  if (s) {
+    metrale_free(L->dev, ws);
+    return s;
+  }
+  metrale_free(L->dev, L->delta_ws);
+  L->delta_ws = ws;
+  L->delta_ws_bytes = bytes;
+  return METRALE_OK;
+}

@@ -1,0 +1,380 @@
+/* gdn_decode module: one decode token per slot from the input projection's output p to
+ * the gated-norm output, in one kernel (kernels.def gdn_decode_fused / _fused35).
+ *
+ * One block per (token, key head): the r = nv/nk value heads of a key head share its q/k
+ * conv channels, so one block owns every conv channel it reads and writes (no race on
+ * the conv state).  The block first issues the loads of its first value head's state,
+ * then runs the conv, the q/k l2norm and the gates while they are in flight.
+ *
+ * Decode streams the recurrent state: for a batch of 256 that is 8192 heads x 64 KiB
+ * read and written, against 67 MB of weights.  On the dk = dv = 128 path each thread
+ * holds a 16 x 4 tile of the head's state S [dk, dv] (rows warp*16.., columns 4*lane..),
+ * loaded and stored as 16-byte vectors, a warp reading whole 512-byte rows; the column
+ * sums k.S and q.S go through shared memory, and S is written back once.  Any other head
+ * size takes a general path (one thread per column, the state read twice from memory).
+ *
+ * Per value head, as the chain computes it (gdn.cu, norm.cu):
+ *   s' = S*exp(g);  d = beta*(v - k.s');  S = s' + k d^T;  o = q.s' + (q.k) d  (f32)
+ *   y = bf16( bf16(bf16(o) * rsqrt(mean(bf16(o)^2) + eps)) * w * silu(z) ).
+ *
+ * Sums over 32 consecutive threads use xor shuffles of distance < 32, which stay inside
+ * a 32-lane group on any warp or wavefront width of 32 or more. */
+#include "common.cuh"
+
+namespace {
+constexpr unsigned kBlock = mk_block("gdn_decode_fused");
+static_assert(kBlock == 256 && mk_block("gdn_decode_fused35") == kBlock,
+              "the thread mapping below assumes blocks of 256");
+constexpr unsigned kGroups = kBlock / 32; /* 32-lane groups per block */
+constexpr unsigned kMaxDk = 32u * 128u;   /* general path: q and k of a head in shared memory
+                                             (the cuda backend rejects larger dk) */
+constexpr unsigned FD = 128;              /* the fast path's dk = dv */
+constexpr unsigned kTileRows = FD / kGroups; /* state rows per thread on the fast path */
+
+__device__ __forceinline__ float shfl_xor(float v, unsigned m) {
+#if defined(__HIPCC__)
+  return __shfl_xor(v, (int)m);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, (int)m);
+#endif
+}
+
+/* Sum over the 32-lane group of this thread (every lane of it gets the total). */
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (unsigned m = 16; m > 0; m >>= 1) v += shfl_xor(v, m);
+  return v;
+}
+
+/* Sum of v over the block; red holds kGroups floats.  Ends with a barrier, so red may be
+ * reused right away. */
+__device__ __forceinline__ float block_total(float v, float *red) {
+  v = group_sum(v);
+  if (threadIdx.x % 32u == 0) red[threadIdx.x / 32u] = v;
+  __syncthreads();
+  float t = 0.0f;
+#pragma unroll
+  for (unsigned g = 0; g < kGroups; g++) t += red[g];
+  __syncthreads();
+  return t;
+}
+
+/* Where the pieces of one token's row of p are (kernels.def split_qkvzba / _35). */
+template <bool QWEN35> struct row_layout {
+  size_t group; /* Qwen3-Next: one key head's [dk | dk | r*dv | r*dv] */
+  size_t C;
+  unsigned nk, nv, dk, dv, r;
+  __device__ row_layout(unsigned nk_, unsigned nv_, unsigned dk_, unsigned dv_)
+      : nk(nk_), nv(nv_), dk(dk_), dv(dv_), r(nv_ / nk_) {
+    group = 2 * (size_t)dk + 2 * (size_t)r * dv;
+    C = 2 * (size_t)nk * dk + (size_t)nv * dv;
+  }
+  __device__ size_t width() const { return C + (size_t)nv * dv + 2 * (size_t)nv; }
+  __device__ size_t q(unsigned kh) const { return QWEN35 ? (size_t)kh * dk : kh * group; }
+  __device__ size_t k(unsigned kh) const { return QWEN35 ? (size_t)(nk + kh) * dk : kh * group + dk; }
+  __device__ size_t v(unsigned h) const {
+    return QWEN35 ? 2 * (size_t)nk * dk + (size_t)h * dv
+                  : (h / r) * group + 2 * (size_t)dk + (size_t)(h % r) * dv;
+  }
+  __device__ size_t z(unsigned h) const {
+    return QWEN35 ? C + (size_t)h * dv : v(h) + (size_t)r * dv;
+  }
+  __device__ size_t b(unsigned h) const {
+    return QWEN35 ? C + (size_t)nv * dv + h : nk * group + (size_t)(h / r) * 2 * r + h % r;
+  }
+  __device__ size_t a(unsigned h) const { return QWEN35 ? b(h) + nv : b(h) + r; }
+};
+
+/* conv1d_update of one channel: silu of the causal conv over (state, x), in the
+ * reference's order; the state (K-1 values, oldest first; NULL for padding) shifts by x. */
+__device__ __forceinline__ float conv_channel(float x, const bf16 *__restrict__ wc, float *st,
+                                              unsigned kw) {
+  if (kw == 4) {
+    const float h0 = st ? st[0] : 0.0f, h1 = st ? st[1] : 0.0f, h2 = st ? st[2] : 0.0f;
+    float acc = 0.0f;
+    acc += bf16_to_f32(wc[0]) * h0;
+    acc += bf16_to_f32(wc[1]) * h1;
+    acc += bf16_to_f32(wc[2]) * h2;
+    acc += bf16_to_f32(wc[3]) * x;
+    if (st) {
+      st[0] = h1;
+      st[1] = h2;
+      st[2] = x;
+    }
+    return silu_f(acc);
+  }
+  const unsigned hist = kw - 1;
+  float acc = 0.0f;
+  for (unsigned j = 0; j < hist; j++) acc += bf16_to_f32(wc[j]) * (st ? st[j] : 0.0f);
+  acc += bf16_to_f32(wc[hist]) * x;
+  if (st) {
+    for (unsigned j = 0; j + 1 < hist; j++) st[j] = st[j + 1];
+    if (hist) st[hist - 1] = x;
+  }
+  return silu_f(acc);
+}
+
+/* What a block works on. */
+struct fused_job {
+  bf16 *y;               /* this token's y row [nv*dv] */
+  const float *row;      /* this token's p row */
+  const bf16 *cw;        /* conv weights [C, K] */
+  float *cs;             /* this slot's conv state [C, K-1], or NULL */
+  const float *a_log;
+  const bf16 *dt_bias, *nw;
+  float *S;              /* this slot's recurrent state [nv, dk, dv], or NULL */
+  unsigned kh, kw;
+  float eps;
+};
+
+__device__ __forceinline__ float *conv_state_of(const fused_job &j, size_t ch) {
+  return j.cs ? j.cs + ch * (j.kw - 1) : nullptr;
+}
+
+/* g and beta of value head h (gdn.gates). */
+template <bool QWEN35>
+__device__ __forceinline__ void head_gates(const fused_job &j, const row_layout<QWEN35> &L,
+                                           unsigned h, float *g, float *beta) {
+  *g = -expf(j.a_log[h]) * softplus_f(j.row[L.a(h)] + bf16_to_f32(j.dt_bias[h]));
+  *beta = sigmoid_f(j.row[L.b(h)]);
+}
+
+/* ---- dk = dv = 128 ------------------------------------------------------------------ */
+
+struct fast_smem {
+  float qk[2 * FD];          /* q (normalised, * dk^-1/2) then k (normalised) */
+  float kv[kGroups][FD];     /* per-group partial column sums of k.s' */
+  float qv[kGroups][FD];     /* and of q.s' */
+  float d[FD];
+  float red[4][kGroups];
+};
+
+__device__ __forceinline__ float4 f4_scale(float4 a, float s) {
+  return make_float4(a.x * s, a.y * s, a.z * s, a.w * s);
+}
+__device__ __forceinline__ float4 f4_fma(float s, float4 a, float4 c) {
+  return make_float4(fmaf(s, a.x, c.x), fmaf(s, a.y, c.y), fmaf(s, a.z, c.z), fmaf(s, a.w, c.w));
+}
+
+/* This thread's tile of head state Sh [128,128]: rows r0..r0+15, columns c0..c0+3. */
+__device__ __forceinline__ void tile_load(float4 (&t)[kTileRows], const float *Sh, unsigned r0,
+                                          unsigned c0) {
+#pragma unroll
+  for (unsigned i = 0; i < kTileRows; i++)
+    t[i] = Sh ? *reinterpret_cast<const float4 *>(Sh + (size_t)(r0 + i) * FD + c0)
+              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+template <bool QWEN35>
+__device__ __noinline__ void fused_fast(const fused_job &j, const row_layout<QWEN35> &L, fast_smem &sm) {
+  const unsigned tid = threadIdx.x, grp = tid / 32u, lane = tid % 32u;
+  const unsigned r0 = grp * kTileRows, c0 = lane * 4u;
+  const unsigned h0 = j.kh * L.r;
+  const size_t head = (size_t)FD * FD;
+
+  float4 S[kTileRows];
+  tile_load(S, j.S ? j.S + h0 * head : nullptr, r0, c0); /* in flight during the prelude */
+
+  /* conv of the key head's q (threads 0..127) and k (128..255) channels */
+  {
+    const unsigned i = tid % FD;
+    const bool is_k = tid >= FD;
+    const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * FD + i;
+    const float x = j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + i];
+    sm.qk[tid] = conv_channel(x, j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
+  }
+  __syncthreads();
+  /* l2norm: |q|^2, |k|^2 and q.k of the raw vectors */
+  float sq, sk, qk;
+  {
+    const float q = tid < FD ? sm.qk[tid] : 0.0f, k = tid < FD ? sm.qk[FD + tid] : 0.0f;
+    float a = group_sum(q * q), b = group_sum(k * k), c = group_sum(q * k);
+    if (lane == 0) sm.red[0][grp] = a, sm.red[1][grp] = b, sm.red[2][grp] = c;
+    __syncthreads();
+    a = b = c = 0.0f;
+#pragma unroll
+    for (unsigned g = 0; g < kGroups; g++) a += sm.red[0][g], b += sm.red[1][g], c += sm.red[2][g];
+    sq = 1.0f / sqrtf(a + 1e-6f) * (1.0f / sqrtf((float)FD));
+    sk = 1.0f / sqrtf(b + 1e-6f);
+    qk = c * sq * sk; /* q.k of the normalised vectors */
+    sm.qk[tid] *= tid < FD ? sq : sk;
+  }
+  __syncthreads();
+
+  for (unsigned hh = 0; hh < L.r; hh++) {
+    const unsigned h = h0 + hh;
+    float *Sh = j.S ? j.S + (size_t)h * head : nullptr;
+    if (hh > 0) tile_load(S, Sh, r0, c0);
+    float g, beta;
+    head_gates(j, L, h, &g, &beta);
+    const float decay = expf(g);
+    /* column j = tid of this head: its v (conv) and z */
+    float v = 0.0f, z = 0.0f;
+    if (tid < FD) {
+      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + tid;
+      v = conv_channel(j.row[L.v(h) + tid], j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
+      z = j.row[L.z(h) + tid];
+    }
+    float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), qv = kv;
+#pragma unroll
+    for (unsigned i = 0; i < kTileRows; i++) {
+      S[i] = f4_scale(S[i], decay);
+      kv = f4_fma(sm.qk[FD + r0 + i], S[i], kv);
+      qv = f4_fma(sm.qk[r0 + i], S[i], qv);
+    }
+    *reinterpret_cast<float4 *>(&sm.kv[grp][c0]) = kv;
+    *reinterpret_cast<float4 *>(&sm.qv[grp][c0]) = qv;
+    __syncthreads();
+    float ob = 0.0f;
+    if (tid < FD) {
+      float kvs = 0.0f, qvs = 0.0f;
+#pragma unroll
+      for (unsigned gi = 0; gi < kGroups; gi++) kvs += sm.kv[gi][tid], qvs += sm.qv[gi][tid];
+      const float d = beta * (v - kvs);
+      sm.d[tid] = d;
+      ob = round_bf16(fmaf(qk, d, qvs)); /* o, stored as bf16 by the chain */
+    }
+    const float ss = group_sum(ob * ob);
+    if (lane == 0) sm.red[3][grp] = ss;
+    __syncthreads();
+    const float4 d4 = *reinterpret_cast<const float4 *>(&sm.d[c0]);
+#pragma unroll
+    for (unsigned i = 0; i < kTileRows; i++) {
+      const float k = sm.qk[FD + r0 + i];
+      S[i] = f4_fma(k, d4, S[i]);
+      if (Sh) *reinterpret_cast<float4 *>(Sh + (size_t)(r0 + i) * FD + c0) = S[i];
+    }
+    if (tid < FD) {
+      float tot = 0.0f;
+#pragma unroll
+      for (unsigned gi = 0; gi < FD / 32u; gi++) tot += sm.red[3][gi];
+      const float inv = 1.0f / sqrtf(tot / (float)FD + j.eps);
+      const float normed = round_bf16(ob * inv);
+      j.y[(size_t)h * FD + tid] = f32_to_bf16(normed * bf16_to_f32(j.nw[tid]) * silu_f(z));
+    }
+    __syncthreads(); /* the next head rewrites kv, qv, d and red */
+  }
+}
+
+/* ---- any dk <= kMaxDk, any dv ----------------------------------------------------- */
+
+struct general_smem {
+  float qk[2 * kMaxDk]; /* q then k, normalised */
+  float red[kGroups];
+};
+
+template <bool QWEN35>
+__device__ __noinline__ void fused_general(const fused_job &j, const row_layout<QWEN35> &L,
+                                           general_smem &sm) {
+  float *qk_s = sm.qk, *red = sm.red;
+  const unsigned dk = L.dk, dv = L.dv;
+  float a = 0.0f, b = 0.0f, c = 0.0f;
+  for (unsigned i = threadIdx.x; i < 2 * dk; i += kBlock) {
+    const bool is_k = i >= dk;
+    const unsigned e = is_k ? i - dk : i;
+    const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * dk + e;
+    qk_s[i] = conv_channel(j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + e], j.cw + ch * j.kw,
+                           conv_state_of(j, ch), j.kw);
+  }
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < dk; i += kBlock) {
+    const float q = qk_s[i], k = qk_s[dk + i];
+    a += q * q, b += k * k, c += q * k;
+  }
+  a = block_total(a, red);
+  b = block_total(b, red);
+  c = block_total(c, red);
+  const float sq = 1.0f / sqrtf(a + 1e-6f) * (1.0f / sqrtf((float)dk)), sk = 1.0f / sqrtf(b + 1e-6f);
+  const float qk = c * sq * sk;
+  for (unsigned i = threadIdx.x; i < 2 * dk; i += kBlock) qk_s[i] *= i < dk ? sq : sk;
+  __syncthreads();
+  const float *q = qk_s, *k = qk_s + dk;
+
+  for (unsigned hh = 0; hh < L.r; hh++) {
+    const unsigned h = j.kh * L.r + hh;
+    float *Sh = j.S ? j.S + (size_t)h * dk * dv : nullptr;
+    float g, beta;
+    head_gates(j, L, h, &g, &beta);
+    const float decay = expf(g);
+    float ss = 0.0f;
+    for (unsigned col = threadIdx.x; col < dv; col += kBlock) {
+      const size_t ch = 2 * (size_t)L.nk * dk + (size_t)h * dv + col;
+      const float v = conv_channel(j.row[L.v(h) + col], j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
+      float kv = 0.0f, qv = 0.0f;
+      for (unsigned i = 0; i < dk; i++) {
+        const float s = (Sh ? Sh[(size_t)i * dv + col] : 0.0f) * decay;
+        kv = fmaf(k[i], s, kv);
+        qv = fmaf(q[i], s, qv);
+      }
+      const float d = beta * (v - kv);
+      if (Sh)
+        for (unsigned i = 0; i < dk; i++) Sh[(size_t)i * dv + col] = fmaf(k[i], d, Sh[(size_t)i * dv + col] * decay);
+      const float ob = round_bf16(fmaf(qk, d, qv));
+      j.y[(size_t)h * dv + col] = f32_to_bf16(ob); /* o, until the norm below */
+      ss += ob * ob;
+    }
+    const float inv = 1.0f / sqrtf(block_total(ss, red) / (float)dv + j.eps);
+    for (unsigned col = threadIdx.x; col < dv; col += kBlock) { /* the columns this thread wrote */
+      const float normed = round_bf16(bf16_to_f32(j.y[(size_t)h * dv + col]) * inv);
+      j.y[(size_t)h * dv + col] =
+          f32_to_bf16(normed * bf16_to_f32(j.nw[col]) * silu_f(j.row[L.z(h) + col]));
+    }
+  }
+}
+
+template <bool QWEN35>
+__device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
+                                             const float *a_log, const bf16 *dt_bias,
+                                             const bf16 *nw, float *state, const int *slots,
+                                             unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
+                                             unsigned dv, unsigned kw, float eps) {
+  /* launch-time validation rejects these; reached anyway, do nothing rather than fault */
+  if (nk == 0 || nv % nk != 0 || nv == 0 || kw == 0 || dk > kMaxDk) return;
+  if (blockIdx.x >= (size_t)bsz * nk) return;
+  const row_layout<QWEN35> L(nk, nv, dk, dv);
+  const unsigned tok = blockIdx.x / nk;
+  const int slot = slots[tok];
+  fused_job j;
+  j.y = y + (size_t)tok * nv * dv;
+  j.row = p + (size_t)tok * L.width();
+  j.cw = cw;
+  j.cs = slot < 0 ? nullptr : cs + (size_t)slot * L.C * (kw - 1); /* slot -1: padding */
+  j.a_log = a_log;
+  j.dt_bias = dt_bias;
+  j.nw = nw;
+  j.S = slot < 0 ? nullptr : state + (size_t)slot * nv * dk * dv;
+  j.kh = blockIdx.x % nk;
+  j.kw = kw;
+  j.eps = eps;
+  /* one shared-memory block for whichever path runs */
+  __shared__ __align__(16) unsigned char smem[sizeof(fast_smem) > sizeof(general_smem)
+                                                  ? sizeof(fast_smem)
+                                                  : sizeof(general_smem)];
+  if (dk == FD && dv == FD && aligned16(state))
+    fused_fast<QWEN35>(j, L, *reinterpret_cast<fast_smem *>(smem));
+  else
+    fused_general<QWEN35>(j, L, *reinterpret_cast<general_smem *>(smem));
+}
+}  // namespace
+
+/* At most 128 registers a thread, so that two blocks share a multiprocessor: one streams
+ * its state while the other computes. */
+extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_fused"), 2)
+gdn_decode_fused(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state,
+                 const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
+                 const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
+                 unsigned kw, float eps) {
+  fused_decode<false>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
+                      dk, dv, kw, eps);
+}
+MK_CHECK(gdn_decode_fused, gdn_decode);
+
+extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_fused35"), 2)
+gdn_decode_fused35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state,
+                   const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
+                   const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
+                   unsigned dv, unsigned kw, float eps) {
+  fused_decode<true>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
+                     dk, dv, kw, eps);
+}
+MK_CHECK(gdn_decode_fused35, gdn_decode);
