@@ -570,11 +570,94 @@ __device__ __forceinline__ void x8(const float *p, float f[8]) {
 __device__ __forceinline__ float x1(const bf16 *p) { return bf16_to_f32(*p); }
 __device__ __forceinline__ float x1(const float *p) { return *p; }
 
+/* The decode case (up to 4 rows a pass) with vector loads: each thread issues
+ * GV_UNROLL independent 16-byte weight loads before it uses any, so an SM keeps enough
+ * bytes in flight to stream the weights at copy speed even when the grid is small
+ * (out_proj: 256 blocks for 132 SMs).  One 16-byte load at a time, as the general loop
+ * below does, left in_proj at 1.2 TB/s and out_proj at 1.1 TB/s (docs/perf-decode.md).
+ * Sums: each lane in kk order, then lanes in order, as gemv_rows. */
+constexpr unsigned GV_UNROLL = 4;
+
+template <typename XT, bool F32_OUT, unsigned R>
+__device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
+                                         const XT *__restrict__ x, const bf16 *__restrict__ w,
+                                         unsigned m, unsigned n, unsigned k) {
+  const unsigned g = threadIdx.x / GV_LANES, lane = threadIdx.x % GV_LANES;
+  const unsigned f = blockIdx.x * GV_FEAT + g;
+  constexpr unsigned step = GV_LANES * 8u;
+  float acc[R];
+#pragma unroll
+  for (unsigned i = 0; i < R; i++) acc[i] = 0.0f;
+  if (f < n) {
+    const bf16 *wr = w + (size_t)f * k; /* [K] */
+    unsigned kk = lane * 8u;
+    for (; kk + (GV_UNROLL - 1) * step < k; kk += GV_UNROLL * step) {
+      uint4 wv[GV_UNROLL];
+#pragma unroll
+      for (unsigned u = 0; u < GV_UNROLL; u++) wv[u] = *reinterpret_cast<const uint4 *>(wr + kk + u * step);
+#pragma unroll
+      for (unsigned u = 0; u < GV_UNROLL; u++) {
+        float wf[8];
+        unpack8(wv[u], wf);
+#pragma unroll
+        for (unsigned i = 0; i < R; i++) {
+          if (i < m) {
+            float xf[8];
+            x8(x + (size_t)i * k + kk + u * step, xf);
+#pragma unroll
+            for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
+          }
+        }
+      }
+    }
+    for (; kk < k; kk += step) {
+      float wf[8];
+      unpack8(*reinterpret_cast<const uint4 *>(wr + kk), wf);
+#pragma unroll
+      for (unsigned i = 0; i < R; i++) {
+        if (i < m) {
+          float xf[8];
+          x8(x + (size_t)i * k + kk, xf);
+#pragma unroll
+          for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (unsigned i = 0; i < R; i++) part[i][threadIdx.x] = acc[i];
+  __syncthreads();
+  if (threadIdx.x < GV_FEAT * R) {
+    const unsigned fg = threadIdx.x / R, i = threadIdx.x % R;
+    const unsigned ff = blockIdx.x * GV_FEAT + fg;
+    if (i < m && ff < n) {
+      float sum = 0.0f;
+      for (unsigned l = 0; l < GV_LANES; l++) sum += part[i][fg * GV_LANES + l];
+      store_out<F32_OUT>(y, (size_t)i * n + ff, sum);
+    }
+  }
+}
+
 template <typename XT, bool F32_OUT>
 __device__ __forceinline__ void gemv_rows(void *y, const XT *__restrict__ x,
                                           const bf16 *__restrict__ w, unsigned m, unsigned n,
                                           unsigned k) {
   __shared__ float part[GV_ROWS][kGemvBlock + 1]; /* +1: the final sums read down columns */
+  if (k % 8u == 0 && aligned16(x) && aligned16(w)) {
+    /* groups of at most 4 rows: more rows per pass would need more registers and cost
+     * the one-row case (the common decode) its occupancy; a second pass over the weights
+     * for rows 5..16 mostly hits L2 */
+    for (unsigned m0 = 0; m0 < m; m0 += 4) {
+      const unsigned mc = m - m0 < 4 ? m - m0 : 4;
+      const XT *xg = x + (size_t)m0 * k;
+      void *yg = F32_OUT ? (void *)((float *)y + (size_t)m0 * n) : (void *)((bf16 *)y + (size_t)m0 * n);
+      if (mc == 1) gemv_few<XT, F32_OUT, 1>(part, yg, xg, w, mc, n, k);
+      else if (mc == 2) gemv_few<XT, F32_OUT, 2>(part, yg, xg, w, mc, n, k);
+      else gemv_few<XT, F32_OUT, 4>(part, yg, xg, w, mc, n, k);
+      __syncthreads(); /* part is rewritten by the next group */
+    }
+    return;
+  }
   const unsigned g = threadIdx.x / GV_LANES, lane = threadIdx.x % GV_LANES;
   const unsigned f = blockIdx.x * GV_FEAT + g; /* this group's output feature */
   const bool vec = k % 8u == 0 && aligned16(x) && aligned16(w);
