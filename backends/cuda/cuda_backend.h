@@ -3,7 +3,7 @@
  *   cuda_device.c   create/destroy, capabilities, streams, sync
  *   cuda_memory.c   allocations (tracked, so destroy frees them) and copies
  *   cuda_kernels.c  lazily loaded modules, kernel handles, launch
- *   cuda_validate.c shape rules the kernels rely on, checked before a launch
+ *   (launch shape rules: kernels/cuda/launch_rules.c, shared with the other backend)
  *   cuda_module.c   the plugin entry point and describe()
  *
  * Streams: a NULL gpu_stream means the backend's own stream, created non-blocking at
@@ -87,9 +87,6 @@ void cuda_kernels_release(cuda_backend *be);
 /* The target whose image the driver loads on a device of this compute capability. */
 const char *cuda_target_for(uint32_t cc_major, uint32_t cc_minor);
 
-/* cuda_validate.c: INVALID_ARGUMENT when a launch breaks a shape rule of its kernel
- * (the rules the CPU reference enforces, and the CUDA kernels' own limits). */
-metrale_status cuda_validate_args(const metrale_kernel_info *info, const gpu_arg *args);
 
 /* cuda_device.c */
 metrale_status cuda_create(const gpu_backend_options *options, gpu_backend **out_backend);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda_backend.h"
+#include "launch_rules.h"
 #include "cuda_images.h"
 
 static int image_index(const char *module) {
@@ -209,7 +210,7 @@ metrale_status cuda_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, 
     return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: grid %ux%ux%u exceeds the limit %ux%ux%u of %s",
                          info->module, info->name, grid.x, grid.y, grid.z, be->max_grid[0],
                          be->max_grid[1], be->max_grid[2], be->base.caps.device_name);
-  METRALE_RETURN_IF_ERROR(cuda_validate_args(info, args));
+  METRALE_RETURN_IF_ERROR(cuda_kernels_check_launch(info, args));
   METRALE_RETURN_IF_ERROR(cuda_bind(be));
   METRALE_RETURN_IF_ERROR(ensure_shared(be, k, shared_bytes));
 

@@ -3,7 +3,7 @@
  *   hip_device.c    create/destroy, device attributes, streams, sync
  *   hip_memory.c    allocations (tracked, so destroy frees them) and copies
  *   hip_kernels.c   lazily loaded modules, kernel handles, launch
- *   hip_validate.c  shape rules the kernels rely on, checked before a launch
+ *   (launch shape rules: kernels/cuda/launch_rules.c, shared with the other backend)
  *   hip_module.c    the plugin entry point and describe()
  *
  * Streams: a NULL gpu_stream means the backend's own stream, created non-blocking at
@@ -88,9 +88,6 @@ int hip_target_built(const char *target);
 /* "gfx90a gfx940 gfx1030" */
 void hip_built_targets(char *buf, size_t cap);
 
-/* hip_validate.c: INVALID_ARGUMENT when a launch breaks a shape rule of its kernel
- * (the rules the CPU reference enforces, and the kernels' own limits). */
-metrale_status hip_validate_args(const metrale_kernel_info *info, const gpu_arg *args);
 
 /* hip_device.c */
 metrale_status hip_create(const gpu_backend_options *options, gpu_backend **out_backend);

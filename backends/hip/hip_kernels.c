@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hip_backend.h"
+#include "launch_rules.h"
 #include "hip_images.h"
 
 int hip_target_built(const char *target) {
@@ -165,7 +166,7 @@ metrale_status hip_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, g
     return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: %u bytes of shared memory, %s allows %u",
                          info->module, info->name, shared_bytes, be->base.caps.device_name,
                          be->max_shared);
-  METRALE_RETURN_IF_ERROR(hip_validate_args(info, args));
+  METRALE_RETURN_IF_ERROR(cuda_kernels_check_launch(info, args));
   METRALE_RETURN_IF_ERROR(hip_bind(be));
 
   /* kernelParams: one pointer per argument, at a value of the kernel's parameter type;

@@ -1,12 +1,7 @@
-/* Shape rules checked on the host before a launch.
- *
- * A kernel cannot return an error, so the rules the CPU reference reports as
- * INVALID_ARGUMENT (and the limits of these kernels) are checked here; the kernels also
- * refuse such shapes quietly, so a launch that skipped this check still cannot divide
- * by zero or overrun.  Arguments are found by their manifest names, not positions. */
+/* See launch_rules.h.  Arguments are found by their manifest names, not positions. */
 #include <string.h>
 
-#include "cuda_backend.h"
+#include "launch_rules.h"
 
 /* Index of the argument named `name`, or -1. */
 static int arg_index(const metrale_kernel_info *info, const char *name) {
@@ -27,7 +22,7 @@ static uint32_t u32_arg(const metrale_kernel_info *info, const gpu_arg *args, co
  * decode kernel keeps a head's q and k (2*dk floats) in shared memory. */
 #define CUDA_MAX_DK (32u * 128u)
 
-metrale_status cuda_validate_args(const metrale_kernel_info *info, const gpu_arg *args) {
+metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const gpu_arg *args) {
   const char *k = info->name;
   if (has(info, "nk") && has(info, "nv") && strcmp(k, "split_qkvzba35") != 0) {
     uint32_t nk = u32_arg(info, args, "nk"), nv = u32_arg(info, args, "nv");
