@@ -76,3 +76,7 @@ metrale_status cpu_k_conv1d_update(const gpu_arg *args) {
                     cpu_arg_p(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7));
   return METRALE_OK;
 }
+
+/* The token-tiled GPU kernel's op is conv1d_prefill's exactly; the grid is the only
+ * difference, and the CPU ignores grids. */
+metrale_status cpu_k_conv1d_prefill_tiled(const gpu_arg *args) { return cpu_k_conv1d_prefill(args); }

@@ -208,6 +208,13 @@ __device__ __forceinline__ bool heads_ok(unsigned nk, unsigned nv, unsigned dk) 
 }
 }  // namespace
 
+namespace {
+/* Elements of a p row each thread loads before it stores any: a token's row is one
+ * block's whole work, so without several loads in flight per thread the split waits on
+ * memory latency rather than bandwidth. */
+constexpr unsigned kSplitBatch = 4;
+}  // namespace
+
 MK_KERNEL(split_qkvzba)(float *__restrict__ mixed, float *__restrict__ z, float *__restrict__ b,
                         float *__restrict__ a, const float *__restrict__ p, unsigned t,
                         unsigned nk, unsigned nv, unsigned dk, unsigned dv) {
@@ -220,25 +227,42 @@ MK_KERNEL(split_qkvzba)(float *__restrict__ mixed, float *__restrict__ z, float 
   const size_t tok = blockIdx.x;
   const float *row = p + tok * width;
   float *mrow = mixed + tok * C, *zrow = z + tok * nv * dv, *brow = b + tok * nv, *arow = a + tok * nv;
-  for (size_t i = threadIdx.x; i < width; i += blockDim.x) {
-    const float v = row[i];
-    if (i < qkvz) {
-      const size_t kh = i / group, o = i % group;
-      if (o < dk)
-        mrow[kh * dk + o] = v;                                   /* q */
-      else if (o < 2 * (size_t)dk)
-        mrow[(nk + kh) * dk + (o - dk)] = v;                     /* k */
-      else if (o < 2 * (size_t)dk + (size_t)r * dv)
-        mrow[2 * (size_t)nk * dk + kh * r * dv + (o - 2 * dk)] = v; /* v */
-      else
-        zrow[kh * r * dv + (o - 2 * dk - (size_t)r * dv)] = v;      /* z */
-    } else {
-      const size_t j = i - qkvz, kh = j / (2 * r), o = j % (2 * r);
-      if (o < r)
-        brow[kh * r + o] = v;
-      else
-        arow[kh * r + (o - r)] = v;
+  /* (key head, offset in its group) of element i, advanced by the block stride rather
+   * than divided out for every element (qkvz > 0 implies group > 0) */
+  size_t kh = group ? threadIdx.x / group : 0, o = group ? threadIdx.x % group : 0;
+  for (size_t i0 = threadIdx.x; i0 < qkvz; i0 += kSplitBatch * blockDim.x) {
+    float v[kSplitBatch];
+#pragma unroll
+    for (unsigned u = 0; u < kSplitBatch; u++) {
+      const size_t i = i0 + (size_t)u * blockDim.x;
+      v[u] = i < qkvz ? row[i] : 0.0f;
     }
+#pragma unroll
+    for (unsigned u = 0; u < kSplitBatch; u++) {
+      if (i0 + (size_t)u * blockDim.x < qkvz) {
+        if (o < dk)
+          mrow[kh * dk + o] = v[u];                                     /* q */
+        else if (o < 2 * (size_t)dk)
+          mrow[(nk + kh) * dk + (o - dk)] = v[u];                       /* k */
+        else if (o < 2 * (size_t)dk + (size_t)r * dv)
+          mrow[2 * (size_t)nk * dk + kh * r * dv + (o - 2 * dk)] = v[u]; /* v */
+        else
+          zrow[kh * r * dv + (o - 2 * dk - (size_t)r * dv)] = v[u];      /* z */
+      }
+      o += blockDim.x;
+      while (o >= group) {
+        o -= group;
+        kh++;
+      }
+    }
+  }
+  for (size_t i = qkvz + threadIdx.x; i < width; i += blockDim.x) {
+    const float v = row[i];
+    const size_t j = i - qkvz, bh = j / (2 * r), bo = j % (2 * r);
+    if (bo < r)
+      brow[bh * r + bo] = v;
+    else
+      arow[bh * r + (bo - r)] = v;
   }
 }
 MK_CHECK(split_qkvzba, gdn);
@@ -252,16 +276,26 @@ MK_KERNEL(split_qkvzba35)(float *__restrict__ mixed, float *__restrict__ z,
   const size_t width = C + zw + 2 * (size_t)nv; /* [q | k | v | z | b | a] */
   const size_t tok = blockIdx.x;
   const float *row = p + tok * width;
-  for (size_t i = threadIdx.x; i < width; i += blockDim.x) {
-    const float v = row[i];
-    if (i < C)
-      mixed[tok * C + i] = v;
-    else if (i < C + zw)
-      z[tok * zw + (i - C)] = v;
-    else if (i < C + zw + nv)
-      b[tok * nv + (i - C - zw)] = v;
-    else
-      a[tok * nv + (i - C - zw - nv)] = v;
+  for (size_t i0 = threadIdx.x; i0 < width; i0 += kSplitBatch * blockDim.x) {
+    float v[kSplitBatch];
+#pragma unroll
+    for (unsigned u = 0; u < kSplitBatch; u++) {
+      const size_t i = i0 + (size_t)u * blockDim.x;
+      v[u] = i < width ? row[i] : 0.0f;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < kSplitBatch; u++) {
+      const size_t i = i0 + (size_t)u * blockDim.x;
+      if (i >= width) break;
+      if (i < C)
+        mixed[tok * C + i] = v[u];
+      else if (i < C + zw)
+        z[tok * zw + (i - C)] = v[u];
+      else if (i < C + zw + nv)
+        b[tok * nv + (i - C - zw)] = v[u];
+      else
+        a[tok * nv + (i - C - zw - nv)] = v[u];
+    }
   }
 }
 MK_CHECK(split_qkvzba35, gdn);
@@ -272,11 +306,15 @@ MK_KERNEL(l2norm_qk)(float *__restrict__ x, unsigned t, unsigned nk, unsigned dk
   if (heads == 0 || blockIdx.x >= (size_t)t * heads) return;
   const unsigned tok = blockIdx.x / heads, hh = blockIdx.x % heads; /* hh < nk: q head */
   float *v = x + (size_t)tok * ld + (size_t)hh * dk;                /* [dk] */
-  float ss = 0.0f;
-  for (unsigned i = threadIdx.x; i < dk; i += kL2Block) ss += v[i] * v[i];
+  /* the thread's first element stays in a register across the reduction (dk <= 128:
+   * the only one), so the scaling pass does not reload it */
+  const float v0 = threadIdx.x < dk ? v[threadIdx.x] : 0.0f;
+  float ss = v0 * v0;
+  for (unsigned i = threadIdx.x + kL2Block; i < dk; i += kL2Block) ss += v[i] * v[i];
   float scale = 1.0f / sqrtf(block_sum<kL2Block>(ss, red) + 1e-6f);
   if (hh < nk) scale *= 1.0f / sqrtf((float)dk);
-  for (unsigned i = threadIdx.x; i < dk; i += kL2Block) v[i] *= scale;
+  if (threadIdx.x < dk) v[threadIdx.x] = v0 * scale;
+  for (unsigned i = threadIdx.x + kL2Block; i < dk; i += kL2Block) v[i] *= scale;
 }
 MK_CHECK(l2norm_qk, gdn);
 

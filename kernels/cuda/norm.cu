@@ -79,13 +79,19 @@ MK_KERNEL(gated_rmsnorm)(bf16 *__restrict__ y, const bf16 *__restrict__ o,
   __shared__ float red[kBlock];
   if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
   const size_t off = (size_t)blockIdx.x * n; /* row = (token, value head), [dv] */
-  float ss = 0.0f;
-  for (unsigned i = threadIdx.x; i < n; i += kBlock) {
+  /* The thread's first element of o, z and w is loaded before the reduction (n = dv <= 256:
+   * all of them), so the gate's loads do not wait for it. */
+  const unsigned i0 = threadIdx.x;
+  const float o0 = i0 < n ? bf16_to_f32(o[off + i0]) : 0.0f, z0 = i0 < n ? z[off + i0] : 0.0f,
+              w0 = i0 < n ? bf16_to_f32(w[i0]) : 0.0f;
+  float ss = o0 * o0;
+  for (unsigned i = i0 + kBlock; i < n; i += kBlock) {
     float v = bf16_to_f32(o[off + i]);
     ss += v * v;
   }
   float inv = inv_rms(ss, n, eps, red);
-  for (unsigned i = threadIdx.x; i < n; i += kBlock) {
+  if (i0 < n) y[off + i0] = f32_to_bf16(round_bf16(o0 * inv) * w0 * silu_f(z0));
+  for (unsigned i = i0 + kBlock; i < n; i += kBlock) {
     /* HF rounds the normalised value to the activation dtype before the gate; the
      * weight is used as is (no 1 + w here) */
     float normed = round_bf16(bf16_to_f32(o[off + i]) * inv);

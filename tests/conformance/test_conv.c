@@ -30,9 +30,10 @@ static void ref_conv(double *y_ref, double *state_ref, const float *x, const met
   free(win);
 }
 
-/* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each). */
+/* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each).
+ * tiled: conv1d_prefill_tiled, whose grid runs over blocks of 64 tokens. */
 static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
-                     const int32_t *cu, uint32_t n_slots) {
+                     const int32_t *cu, uint32_t n_slots, int tiled) {
   int prefill = cu != NULL;
   uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
   size_t per = (size_t)c * (kw - 1), ns = n_slots * per, nx = (size_t)t * c;
@@ -51,8 +52,11 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint
              prefill ? (uint32_t)cu[s + 1] : s + 1, c, kw);
 
   cf_launch l;
-  cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
-                 (gpu_dim3){(c + 255) / 256, nseq, 1});
+  if (tiled)
+    cf_launch_init(&l, METRALE_K_conv1d_prefill_tiled, (gpu_dim3){(c + 255) / 256, (t + 63) / 64, 1});
+  else
+    cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
+                   (gpu_dim3){(c + 255) / 256, nseq, 1});
   int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, nx, NULL, CF_TOL_F32);
   int bx = cf_buf_add(&l, "x", CF_F32, CF_IN, nx, x, 0);
   int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)c * kw, w, 0);
@@ -93,7 +97,7 @@ Test(conv, conv1d_prefill) {
         for (uint32_t s = 0; s < cases[si].n; s++) cu[s + 1] = cu[s] + cases[si].lens[s];
         snprintf(ctx.shape, sizeof ctx.shape, "C=%u K=%u S=%u T=%d", channels[ci], widths[ki],
                  cases[si].n, cu[cases[si].n]);
-        run_case(&ctx, kern, channels[ci], widths[ki], cases[si].n, cu, cases[si].n + 2);
+        run_case(&ctx, kern, channels[ci], widths[ki], cases[si].n, cu, cases[si].n + 2, 0);
       }
   cf_close(&ctx);
 }
@@ -106,7 +110,32 @@ Test(conv, conv1d_update) {
       for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
         snprintf(ctx.shape, sizeof ctx.shape, "C=%u K=%u B=%u", channels[ci], widths[ki],
                  batches[bi]);
-        run_case(&ctx, kern, channels[ci], widths[ki], batches[bi], NULL, batches[bi] + 2);
+        run_case(&ctx, kern, channels[ci], widths[ki], batches[bi], NULL, batches[bi] + 2, 0);
+      }
+  cf_close(&ctx);
+}
+
+/* Blocks of 64 tokens: sequences that cross tile boundaries, start just before one (the
+ * first K-1 outputs, which read the old state, then lie in two tiles), are shorter than
+ * K-1 there, or are empty where a tile begins. */
+Test(conv, conv1d_prefill_tiled) {
+  CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill_tiled);
+  static const uint32_t tiled_widths[] = {2, 4, 6};
+  static const int32_t lens_a[] = {0, 1, 2, 3, 130, 0, 70, 1}, lens_b[] = {62, 5, 200},
+                       lens_c[] = {63, 2, 0, 1, 64, 0}, lens_d[] = {1000}, lens_e[] = {64, 0, 64, 3},
+                       lens_f[] = {5, 1, 1, 1, 1, 60, 4, 2};
+  static const struct {
+    const int32_t *lens;
+    uint32_t n;
+  } cases[] = {{lens_a, 8}, {lens_b, 3}, {lens_c, 6}, {lens_d, 1}, {lens_e, 4}, {lens_f, 8}};
+  for (size_t ci = 0; ci < sizeof channels / sizeof channels[0]; ci++)
+    for (size_t ki = 0; ki < sizeof tiled_widths / sizeof tiled_widths[0]; ki++)
+      for (size_t si = 0; si < sizeof cases / sizeof cases[0]; si++) {
+        int32_t cu[9] = {0};
+        for (uint32_t s = 0; s < cases[si].n; s++) cu[s + 1] = cu[s] + cases[si].lens[s];
+        snprintf(ctx.shape, sizeof ctx.shape, "tiled C=%u K=%u S=%u T=%d", channels[ci],
+                 tiled_widths[ki], cases[si].n, cu[cases[si].n]);
+        run_case(&ctx, kern, channels[ci], tiled_widths[ki], cases[si].n, cu, cases[si].n + 2, 1);
       }
   cf_close(&ctx);
 }

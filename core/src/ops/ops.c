@@ -132,9 +132,24 @@ metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr
   LAUNCH(o, st, split_qkvzba, t, 1, P(mixed), P(z), P(b), P(a), P(p), U(t), U(nk), U(nv), U(dk), U(dv));
 }
 
+#define CONV_TILE 64u /* kernels.def conv1d_prefill_tiled: tokens per block */
+
+/* The tiled kernel's grid has one row per 64 tokens; beyond 65535 rows, the per-sequence one. */
+static int conv_tiled_fits(const metrale_ops *o, uint32_t t) {
+  return o->k[METRALE_K_conv1d_prefill_tiled] && CEIL_DIV(t, CONV_TILE) <= 65535;
+}
+
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o) {
+  return o->k[METRALE_K_conv1d_prefill_tiled] ? "conv.conv1d_prefill_tiled (64 tokens a block)"
+                                              : "conv.conv1d_prefill";
+}
+
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
-                                 gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t s,
-                                 uint32_t c, uint32_t kw) {
+                                 gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
+                                 uint32_t s, uint32_t c, uint32_t kw) {
+  if (conv_tiled_fits(o, t))
+    LAUNCH(o, st, conv1d_prefill_tiled, CEIL_DIV(c, 256), CEIL_DIV(t, CONV_TILE), P(y), P(x), P(w),
+           P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw));
   if (s > 65535) return METRALE_ERROR(INVALID_ARGUMENT, "prefill of %u sequences at once (max 65535)", s);
   LAUNCH(o, st, conv1d_prefill, CEIL_DIV(c, 256), s, P(y), P(x), P(w), P(state), P(cu_seqlens),
          P(slots), U(s), U(c), U(kw));

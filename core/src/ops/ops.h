@@ -50,9 +50,13 @@ metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
 metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,
                         gpu_ptr b, gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv,
                         uint32_t dk, uint32_t dv);
+/* The conv prefill over s sequences of t tokens in all (t = cu_seqlens[s]):
+ * conv.conv1d_prefill_tiled (blocks of 64 tokens) when the backend has it, else the
+ * per-sequence conv.conv1d_prefill. */
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops);
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
-                                 gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t s,
-                                 uint32_t c, uint32_t kw);
+                                 gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
+                                 uint32_t s, uint32_t c, uint32_t kw);
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                 gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw);
 metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,

@@ -101,7 +101,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   else
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
   fprintf(out, "  input split:                   gdn.%s\n", L->qwen35 ? "split_qkvzba35" : "split_qkvzba");
-  fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / conv.conv1d_prefill\n");
+  fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
+          metrale_ops_conv1d_prefill_path(&L->ops));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
           metrale_ops_delta_rule_prefill_path(&L->ops, d->dk, d->dv));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(&L->ops));

@@ -37,7 +37,7 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
                                              T, d->C, d->K));
   else
     METRALE_RETURN_IF_ERROR(op_conv1d_prefill(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
-                                              s->slots, S, d->C, d->K));
+                                              s->slots, T, S, d->C, d->K));
   METRALE_RETURN_IF_ERROR(op_l2norm_qk(o, st, s->qkv, T, d->nk, d->dk, d->C));
   METRALE_RETURN_IF_ERROR(op_gates(o, st, s->g, s->beta, s->a, s->b, w->a_log, w->dt_bias, T * d->nv, d->nv));
   if (decode)
