@@ -570,18 +570,36 @@ __device__ __forceinline__ void x8(const float *p, float f[8]) {
 __device__ __forceinline__ float x1(const bf16 *p) { return bf16_to_f32(*p); }
 __device__ __forceinline__ float x1(const float *p) { return *p; }
 
-/* The decode case (up to 4 rows a pass) with vector loads: each thread issues
- * GV_UNROLL independent 16-byte weight loads before it uses any, so an SM keeps enough
- * bytes in flight to stream the weights at copy speed even when the grid is small
- * (out_proj: 256 blocks for 132 SMs).  One 16-byte load at a time, as the general loop
- * below does, left in_proj at 1.2 TB/s and out_proj at 1.1 TB/s (docs/perf-decode.md).
- * Sums: each lane in kk order, then lanes in order, as gemv_rows. */
-constexpr unsigned GV_UNROLL = 4;
+/* One 16-byte chunk of a weight row, read once per pass: on NVIDIA it bypasses L1
+ * (L1::no_allocate), so the streaming weights do not evict the activation rows that the
+ * 8 features of a block all read there (H200: out_proj at M = 1 8.2 -> 7.4 us);
+ * elsewhere a plain load. */
+__device__ __forceinline__ uint4 load_w16(const bf16 *p) {
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+#else
+  return *reinterpret_cast<const uint4 *>(p);
+#endif
+}
 
+/* The decode case (up to 4 rows a pass) with vector loads: each thread issues U
+ * independent 16-byte weight loads before it uses any, so an SM keeps enough bytes in
+ * flight to stream the weights at copy speed even when the grid is small (out_proj: 256
+ * blocks for 132 SMs).  One 16-byte load at a time, as the general loop below does, left
+ * in_proj at 1.2 TB/s and out_proj at 1.1 TB/s (docs/perf-decode.md).  One row (batch 1)
+ * takes 8 loads, all of an in_proj row's chunks for a thread, and its activation reads
+ * have no branch between them (the row count is the template's); more rows keep 4, for
+ * registers.  Sums: each lane in kk order, then lanes in order, as gemv_rows, for every
+ * R: a row's result does not depend on the batch. */
 template <typename XT, bool F32_OUT, unsigned R>
 __device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
                                          const XT *__restrict__ x, const bf16 *__restrict__ w,
                                          unsigned m, unsigned n, unsigned k) {
+  constexpr unsigned U = R == 1 ? 8u : 4u; /* weight loads in flight a thread */
   const unsigned g = threadIdx.x / GV_LANES, lane = threadIdx.x % GV_LANES;
   const unsigned f = blockIdx.x * GV_FEAT + g;
   constexpr unsigned step = GV_LANES * 8u;
@@ -591,17 +609,17 @@ __device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
   if (f < n) {
     const bf16 *wr = w + (size_t)f * k; /* [K] */
     unsigned kk = lane * 8u;
-    for (; kk + (GV_UNROLL - 1) * step < k; kk += GV_UNROLL * step) {
-      uint4 wv[GV_UNROLL];
+    for (; kk + (U - 1) * step < k; kk += U * step) {
+      uint4 wv[U];
 #pragma unroll
-      for (unsigned u = 0; u < GV_UNROLL; u++) wv[u] = *reinterpret_cast<const uint4 *>(wr + kk + u * step);
+      for (unsigned u = 0; u < U; u++) wv[u] = load_w16(wr + kk + u * step);
 #pragma unroll
-      for (unsigned u = 0; u < GV_UNROLL; u++) {
+      for (unsigned u = 0; u < U; u++) {
         float wf[8];
         unpack8(wv[u], wf);
 #pragma unroll
         for (unsigned i = 0; i < R; i++) {
-          if (i < m) {
+          if (R == 1 || i < m) {
             float xf[8];
             x8(x + (size_t)i * k + kk + u * step, xf);
 #pragma unroll
@@ -612,10 +630,10 @@ __device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
     }
     for (; kk < k; kk += step) {
       float wf[8];
-      unpack8(*reinterpret_cast<const uint4 *>(wr + kk), wf);
+      unpack8(load_w16(wr + kk), wf);
 #pragma unroll
       for (unsigned i = 0; i < R; i++) {
-        if (i < m) {
+        if (R == 1 || i < m) {
           float xf[8];
           x8(x + (size_t)i * k + kk, xf);
 #pragma unroll

@@ -98,7 +98,7 @@ static void ref_sequence(double *o_ref, double *state_ref, const float *qkv, con
 
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
- * taking `chunked` (32 or 16) value columns each. */
+ * taking `chunked` (16) value columns each. */
 static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq, const int32_t *cu,
                      uint32_t n_slots, uint32_t chunked) {
   int prefill = cu != NULL;
@@ -213,7 +213,8 @@ Test(gdn, delta_rule_prefill_chunked) {
   } cases[] = {{lens_a, 6}, {lens_b, 1}, {lens_c, 3}, {lens_d, 3}};
   for (size_t hi = 0; hi < NHEADS; hi++)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-      for (uint32_t cols = 32; cols >= 16; cols /= 2) {
+      {
+        const uint32_t cols = 16; /* kernels.def: value columns per phase-1 block */
         const heads *h = &head_shapes[hi];
         int32_t cu[8] = {0};
         for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
