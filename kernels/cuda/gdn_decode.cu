@@ -17,23 +17,13 @@
  *   s' = S*exp(g);  d = beta*(v - k.s');  S = s' + k d^T;  o = q.s' + (q.k) d  (f32)
  *   y = bf16( bf16(bf16(o) * rsqrt(mean(bf16(o)^2) + eps)) * w * silu(z) ).
  *
- * Small batches (gdn_decode_heads / _heads35 + gdn_decode_conv_shift): B*nk blocks leave
- * most of the GPU idle at B = 1 (16 blocks, each walking its r heads one after the other).
- * The heads kernel runs the same code with one block per (token, value head): each block
- * recomputes its key head's q/k conv from the OLD conv state and only reads the conv
- * state, since r blocks read the same q/k channels and none may overwrite them before
- * the others have read; gdn_decode_conv_shift, launched next, applies the conv-state
- * update.  Every value is computed exactly as in the fused kernel, so y and both states
- * are bit-identical whichever path a batch takes.
- *
  * Sums over 32 consecutive threads use xor shuffles of distance < 32, which stay inside
  * a 32-lane group on any warp or wavefront width of 32 or more. */
 #include "common.cuh"
 
 namespace {
 constexpr unsigned kBlock = mk_block("gdn_decode_fused");
-static_assert(kBlock == 256 && mk_block("gdn_decode_fused35") == kBlock &&
-                  mk_block("gdn_decode_heads") == kBlock && mk_block("gdn_decode_heads35") == kBlock,
+static_assert(kBlock == 256 && mk_block("gdn_decode_fused35") == kBlock,
               "the thread mapping below assumes blocks of 256");
 constexpr unsigned kGroups = kBlock / 32; /* 32-lane groups per block */
 constexpr unsigned kMaxDk = 32u * 128u;   /* general path: q and k of a head in shared memory
@@ -96,16 +86,9 @@ template <bool QWEN35> struct row_layout {
 };
 
 /* conv1d_update of one channel: silu of the causal conv over (state, x), in the
- * reference's order; the state (K-1 values, oldest first; NULL for padding) shifts by x
- * when `store` (conv_state_shift below). */
-__device__ __forceinline__ void conv_state_shift(float *st, float x, unsigned kw) {
-  const unsigned hist = kw - 1;
-  for (unsigned j = 0; j + 1 < hist; j++) st[j] = st[j + 1];
-  if (hist) st[hist - 1] = x;
-}
-
+ * reference's order; the state (K-1 values, oldest first; NULL for padding) shifts by x. */
 __device__ __forceinline__ float conv_channel(float x, const bf16 *__restrict__ wc, float *st,
-                                              unsigned kw, bool store) {
+                                              unsigned kw) {
   if (kw == 4) {
     const float h0 = st ? st[0] : 0.0f, h1 = st ? st[1] : 0.0f, h2 = st ? st[2] : 0.0f;
     float acc = 0.0f;
@@ -113,7 +96,7 @@ __device__ __forceinline__ float conv_channel(float x, const bf16 *__restrict__ 
     acc += bf16_to_f32(wc[1]) * h1;
     acc += bf16_to_f32(wc[2]) * h2;
     acc += bf16_to_f32(wc[3]) * x;
-    if (st && store) {
+    if (st) {
       st[0] = h1;
       st[1] = h2;
       st[2] = x;
@@ -124,7 +107,10 @@ __device__ __forceinline__ float conv_channel(float x, const bf16 *__restrict__ 
   float acc = 0.0f;
   for (unsigned j = 0; j < hist; j++) acc += bf16_to_f32(wc[j]) * (st ? st[j] : 0.0f);
   acc += bf16_to_f32(wc[hist]) * x;
-  if (st && store) conv_state_shift(st, x, kw);
+  if (st) {
+    for (unsigned j = 0; j + 1 < hist; j++) st[j] = st[j + 1];
+    if (hist) st[hist - 1] = x;
+  }
   return silu_f(acc);
 }
 
@@ -138,7 +124,6 @@ struct fused_job {
   const bf16 *dt_bias, *nw;
   float *S;              /* this slot's recurrent state [nv, dk, dv], or NULL */
   unsigned kh, kw;
-  unsigned h0, nh;       /* the value heads of this block: h0 .. h0+nh-1, all of key head kh */
   float eps;
 };
 
@@ -180,44 +165,15 @@ __device__ __forceinline__ void tile_load(float4 (&t)[kTileRows], const float *S
               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-/* What column tid of value head h needs besides the state: its v (conv) and z, the
- * head's decay exp(g) and beta. */
-struct head_inputs {
-  float v, z, decay, beta;
-};
-
-template <bool QWEN35, bool STORE>
-__device__ __forceinline__ head_inputs fast_inputs(const fused_job &j, const row_layout<QWEN35> &L,
-                                                   unsigned h, unsigned tid) {
-  head_inputs in;
-  float g;
-  head_gates(j, L, h, &g, &in.beta);
-  in.decay = expf(g);
-  in.v = in.z = 0.0f;
-  if (tid < FD) {
-    const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + tid;
-    in.v = conv_channel(j.row[L.v(h) + tid], j.cw + ch * j.kw, conv_state_of(j, ch), j.kw, STORE);
-    in.z = j.row[L.z(h) + tid];
-  }
-  return in;
-}
-
-/* STORE: write the conv state (fused), or only read it (heads). */
-template <bool QWEN35, bool STORE>
+template <bool QWEN35>
 __device__ __noinline__ void fused_fast(const fused_job &j, const row_layout<QWEN35> &L, fast_smem &sm) {
   const unsigned tid = threadIdx.x, grp = tid / 32u, lane = tid % 32u;
   const unsigned r0 = grp * kTileRows, c0 = lane * 4u;
-  /* (the fused kernel's h0 and nh spelled from kh, as that kernel always did) */
-  const unsigned h0 = STORE ? j.kh * L.r : j.h0, nh = STORE ? L.r : j.nh;
+  const unsigned h0 = j.kh * L.r;
   const size_t head = (size_t)FD * FD;
 
   float4 S[kTileRows];
   tile_load(S, j.S ? j.S + h0 * head : nullptr, r0, c0); /* in flight during the prelude */
-  /* The heads kernel (one head, small batches) also loads its head's inputs before the
-   * prelude.  The fused kernel loads them at the top of each head: issued before the
-   * prelude there, they cost it 30-50% at B >= 16 on the H200 (docs/perf-decode.md). */
-  head_inputs in{};
-  if (!STORE) in = fast_inputs<QWEN35, STORE>(j, L, h0, tid);
 
   /* conv of the key head's q (threads 0..127) and k (128..255) channels */
   {
@@ -225,7 +181,7 @@ __device__ __noinline__ void fused_fast(const fused_job &j, const row_layout<QWE
     const bool is_k = tid >= FD;
     const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * FD + i;
     const float x = j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + i];
-    sm.qk[tid] = conv_channel(x, j.cw + ch * j.kw, conv_state_of(j, ch), j.kw, STORE);
+    sm.qk[tid] = conv_channel(x, j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
   }
   __syncthreads();
   /* l2norm: |q|^2, |k|^2 and q.k of the raw vectors */
@@ -245,12 +201,20 @@ __device__ __noinline__ void fused_fast(const fused_job &j, const row_layout<QWE
   }
   __syncthreads();
 
-  for (unsigned hh = 0; hh < nh; hh++) {
+  for (unsigned hh = 0; hh < L.r; hh++) {
     const unsigned h = h0 + hh;
     float *Sh = j.S ? j.S + (size_t)h * head : nullptr;
     if (hh > 0) tile_load(S, Sh, r0, c0);
-    if (STORE || hh > 0) in = fast_inputs<QWEN35, STORE>(j, L, h, tid);
-    const float decay = in.decay, beta = in.beta, v = in.v, z = in.z; /* column j = tid */
+    float g, beta;
+    head_gates(j, L, h, &g, &beta);
+    const float decay = expf(g);
+    /* column j = tid of this head: its v (conv) and z */
+    float v = 0.0f, z = 0.0f;
+    if (tid < FD) {
+      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + tid;
+      v = conv_channel(j.row[L.v(h) + tid], j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
+      z = j.row[L.z(h) + tid];
+    }
     float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), qv = kv;
 #pragma unroll
     for (unsigned i = 0; i < kTileRows; i++) {
@@ -299,7 +263,7 @@ struct general_smem {
   float red[kGroups];
 };
 
-template <bool QWEN35, bool STORE>
+template <bool QWEN35>
 __device__ __noinline__ void fused_general(const fused_job &j, const row_layout<QWEN35> &L,
                                            general_smem &sm) {
   float *qk_s = sm.qk, *red = sm.red;
@@ -310,7 +274,7 @@ __device__ __noinline__ void fused_general(const fused_job &j, const row_layout<
     const unsigned e = is_k ? i - dk : i;
     const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * dk + e;
     qk_s[i] = conv_channel(j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + e], j.cw + ch * j.kw,
-                           conv_state_of(j, ch), j.kw, STORE);
+                           conv_state_of(j, ch), j.kw);
   }
   __syncthreads();
   for (unsigned i = threadIdx.x; i < dk; i += kBlock) {
@@ -326,8 +290,8 @@ __device__ __noinline__ void fused_general(const fused_job &j, const row_layout<
   __syncthreads();
   const float *q = qk_s, *k = qk_s + dk;
 
-  for (unsigned hh = 0; hh < j.nh; hh++) {
-    const unsigned h = j.h0 + hh;
+  for (unsigned hh = 0; hh < L.r; hh++) {
+    const unsigned h = j.kh * L.r + hh;
     float *Sh = j.S ? j.S + (size_t)h * dk * dv : nullptr;
     float g, beta;
     head_gates(j, L, h, &g, &beta);
@@ -335,8 +299,7 @@ __device__ __noinline__ void fused_general(const fused_job &j, const row_layout<
     float ss = 0.0f;
     for (unsigned col = threadIdx.x; col < dv; col += kBlock) {
       const size_t ch = 2 * (size_t)L.nk * dk + (size_t)h * dv + col;
-      const float v = conv_channel(j.row[L.v(h) + col], j.cw + ch * j.kw, conv_state_of(j, ch), j.kw,
-                                   STORE);
+      const float v = conv_channel(j.row[L.v(h) + col], j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
       float kv = 0.0f, qv = 0.0f;
       for (unsigned i = 0; i < dk; i++) {
         const float s = (Sh ? Sh[(size_t)i * dv + col] : 0.0f) * decay;
@@ -359,9 +322,7 @@ __device__ __noinline__ void fused_general(const fused_job &j, const row_layout<
   }
 }
 
-/* PER_HEAD: one block per (token, value head) that only reads the conv state (the
- * heads kernels); else one block per (token, key head) with its r value heads. */
-template <bool QWEN35, bool PER_HEAD>
+template <bool QWEN35>
 __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
                                              const float *a_log, const bf16 *dt_bias,
                                              const bf16 *nw, float *state, const int *slots,
@@ -369,10 +330,9 @@ __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16
                                              unsigned dv, unsigned kw, float eps) {
   /* launch-time validation rejects these; reached anyway, do nothing rather than fault */
   if (nk == 0 || nv % nk != 0 || nv == 0 || kw == 0 || dk > kMaxDk) return;
-  const unsigned per_tok = PER_HEAD ? nv : nk;
-  if (blockIdx.x >= (size_t)bsz * per_tok) return;
+  if (blockIdx.x >= (size_t)bsz * nk) return;
   const row_layout<QWEN35> L(nk, nv, dk, dv);
-  const unsigned tok = blockIdx.x / per_tok;
+  const unsigned tok = blockIdx.x / nk;
   const int slot = slots[tok];
   fused_job j;
   j.y = y + (size_t)tok * nv * dv;
@@ -383,15 +343,7 @@ __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16
   j.dt_bias = dt_bias;
   j.nw = nw;
   j.S = slot < 0 ? nullptr : state + (size_t)slot * nv * dk * dv;
-  if (PER_HEAD) {
-    j.h0 = blockIdx.x % nv;
-    j.nh = 1;
-    j.kh = j.h0 / L.r;
-  } else {
-    j.kh = blockIdx.x % nk;
-    j.h0 = j.kh * L.r;
-    j.nh = L.r;
-  }
+  j.kh = blockIdx.x % nk;
   j.kw = kw;
   j.eps = eps;
   /* one shared-memory block for whichever path runs */
@@ -399,9 +351,9 @@ __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16
                                                   ? sizeof(fast_smem)
                                                   : sizeof(general_smem)];
   if (dk == FD && dv == FD && aligned16(state))
-    fused_fast<QWEN35, !PER_HEAD>(j, L, *reinterpret_cast<fast_smem *>(smem));
+    fused_fast<QWEN35>(j, L, *reinterpret_cast<fast_smem *>(smem));
   else
-    fused_general<QWEN35, !PER_HEAD>(j, L, *reinterpret_cast<general_smem *>(smem));
+    fused_general<QWEN35>(j, L, *reinterpret_cast<general_smem *>(smem));
 }
 }  // namespace
 
@@ -412,8 +364,8 @@ gdn_decode_fused(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state,
                  const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
                  const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
                  unsigned kw, float eps) {
-  fused_decode<false, false>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz,
-                             nk, nv, dk, dv, kw, eps);
+  fused_decode<false>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
+                      dk, dv, kw, eps);
 }
 MK_CHECK(gdn_decode_fused, gdn_decode);
 
@@ -422,65 +374,7 @@ gdn_decode_fused35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_stat
                    const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
                    const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
                    unsigned dv, unsigned kw, float eps) {
-  fused_decode<true, false>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz,
-                            nk, nv, dk, dv, kw, eps);
+  fused_decode<true>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
+                     dk, dv, kw, eps);
 }
 MK_CHECK(gdn_decode_fused35, gdn_decode);
-
-/* ---- small batches: per value head, then the conv-state update ------------------------ */
-
-extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_heads"), 2)
-gdn_decode_heads(bf16 *y, const float *p, const bf16 *conv_w, const float *conv_state,
-                 const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
-                 const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
-                 unsigned kw, float eps) {
-  /* conv_state is only read on this path (STORE is false) */
-  fused_decode<false, true>(y, p, conv_w, const_cast<float *>(conv_state), a_log, dt_bias, norm_w,
-                            state, slots, bsz, nk, nv, dk, dv, kw, eps);
-}
-MK_CHECK(gdn_decode_heads, gdn_decode);
-
-extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_heads35"), 2)
-gdn_decode_heads35(bf16 *y, const float *p, const bf16 *conv_w, const float *conv_state,
-                   const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
-                   const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
-                   unsigned dv, unsigned kw, float eps) {
-  fused_decode<true, true>(y, p, conv_w, const_cast<float *>(conv_state), a_log, dt_bias, norm_w,
-                           state, slots, bsz, nk, nv, dk, dv, kw, eps);
-}
-MK_CHECK(gdn_decode_heads35, gdn_decode);
-
-namespace {
-/* The conv-state update of conv1d_update for every channel of token blockIdx.y, x read
- * from its p row in either layout. */
-template <bool QWEN35>
-__device__ __forceinline__ void shift_row(const float *p, float *cs, const int *slots, unsigned bsz,
-                                          unsigned nk, unsigned nv, unsigned dk, unsigned dv,
-                                          unsigned kw) {
-  const unsigned tok = blockIdx.y;
-  if (tok >= bsz) return;
-  const int slot = slots[tok];
-  if (slot < 0 || kw < 2) return; /* padding, or no history to keep */
-  const row_layout<QWEN35> L(nk, nv, dk, dv);
-  const float *row = p + (size_t)tok * L.width();
-  float *st = cs + (size_t)slot * L.C * (kw - 1);
-  const size_t nqk = (size_t)nk * dk;
-  for (size_t ch = (size_t)blockIdx.x * blockDim.x + threadIdx.x; ch < L.C;
-       ch += (size_t)gridDim.x * blockDim.x) {
-    size_t at;
-    if (ch < nqk) at = L.q((unsigned)(ch / dk)) + ch % dk;
-    else if (ch < 2 * nqk) at = L.k((unsigned)((ch - nqk) / dk)) + (ch - nqk) % dk;
-    else at = L.v((unsigned)((ch - 2 * nqk) / dv)) + (ch - 2 * nqk) % dv;
-    conv_state_shift(st + ch * (kw - 1), row[at], kw);
-  }
-}
-}  // namespace
-
-MK_KERNEL(gdn_decode_conv_shift)(const float *p, float *conv_state, const int *slots, unsigned bsz,
-                                 unsigned nk, unsigned nv, unsigned dk, unsigned dv, unsigned kw,
-                                 unsigned layout) {
-  if (nk == 0 || nv % nk != 0 || nv == 0) return; /* rejected at launch */
-  if (layout) shift_row<true>(p, conv_state, slots, bsz, nk, nv, dk, dv, kw);
-  else shift_row<false>(p, conv_state, slots, bsz, nk, nv, dk, dv, kw);
-}
-MK_CHECK(gdn_decode_conv_shift, gdn_decode);

@@ -1,8 +1,6 @@
 /* gdn_decode module: the fused decode mixer (split -> conv1d_update -> l2norm_qk -> gates
  * -> delta_rule_decode -> gated_rmsnorm) against a double-precision reference of that
- * composition, rounding to bf16 where the contracts do (o, the normalised o, y); and its
- * small-batch halves: gdn_decode_heads (y and the recurrent state of the same reference,
- * the conv state only read) and gdn_decode_conv_shift (the reference's conv state). */
+ * composition, rounding to bf16 where the contracts do (o, the normalised o, y). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,31 +125,9 @@ static void ref_token(double *y, double *conv_ref, double *state_ref, const floa
   free(mixed), free(qkv), free(S), free(o);
 }
 
-/* Arguments and grid of gdn_decode_conv_shift (layout qwen35); runs it, returning
- * cf_run's answer. */
-static int run_shift(cf_ctx *ctx, gpu_kernel kern, cf_launch *l, int bp, int bcs, int bsl,
-                      const fshape *s, uint32_t bsz, int qwen35) {
-  const size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv;
-  l->grid = (gpu_dim3){(uint32_t)((c + 255) / 256), bsz, 1};
-  cf_arg_buf(l, bp);
-  cf_arg_buf(l, bcs);
-  cf_arg_buf(l, bsl);
-  cf_arg_u32(l, bsz);
-  cf_arg_u32(l, s->nk);
-  cf_arg_u32(l, s->nv);
-  cf_arg_u32(l, s->dk);
-  cf_arg_u32(l, s->dv);
-  cf_arg_u32(l, s->kw);
-  cf_arg_u32(l, qwen35 ? 1u : 0u);
-  return cf_run(ctx, l, kern);
-}
-
-/* id: gdn_decode_fused(35), gdn_decode_heads(35) or gdn_decode_conv_shift (then qwen35
- * picks the layout). */
 static void run_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const fshape *s,
-                     uint32_t bsz, uint32_t n_slots, int qwen35) {
-  const int heads = id == METRALE_K_gdn_decode_heads || id == METRALE_K_gdn_decode_heads35;
-  const int shift = id == METRALE_K_gdn_decode_conv_shift;
+                     uint32_t bsz, uint32_t n_slots) {
+  const int qwen35 = id == METRALE_K_gdn_decode_fused35;
   const size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv, vw = (size_t)s->nv * s->dv;
   const size_t P = c + vw + 2 * (size_t)s->nv, hist = s->kw - 1;
   const size_t cper = c * hist, sper = (size_t)s->nv * s->dk * s->dv;
@@ -181,74 +157,58 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const f
   }
 
   cf_launch l;
-  cf_launch_init(&l, id, (gpu_dim3){bsz * (heads ? s->nv : s->nk), 1, 1});
-  if (shift) {
-    int bp = cf_buf_add(&l, "p", CF_F32, CF_IN, np, p, 0);
-    int bcs = cf_buf_add(&l, "conv_state", CF_F32, CF_INOUT, ncs, conv_state, 0); /* exact copies */
-    l.buf[bcs].guard = cper * sizeof(float); /* a write to slot -1 lands in the guard */
-    int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, bsz, slots, 0);
-    if (run_shift(ctx, kern, &l, bp, bcs, bsl, s, bsz, qwen35))
-      cf_check_state(ctx, "conv_state", cf_f32(&l, bcs), conv_state, conv_ref, cper, n_slots, slots,
-                     bsz, 0.0);
-  } else {
-    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16);
-    int bp = cf_buf_add(&l, "p", CF_F32, CF_IN, np, p, 0);
-    int bcw = cf_buf_add(&l, "conv_w", CF_BF16, CF_IN, c * s->kw, cw, 0);
-    /* the heads kernels only read the conv state: cf_run checks that IN buffers stay as they were */
-    int bcs = cf_buf_add(&l, "conv_state", CF_F32, heads ? CF_IN : CF_INOUT, ncs, conv_state, 0);
-    l.buf[bcs].guard = cper * sizeof(float); /* a write to slot -1 lands in the guard */
-    int bal = cf_buf_add(&l, "a_log", CF_F32, CF_IN, s->nv, a_log, 0);
-    int bdt = cf_buf_add(&l, "dt_bias", CF_BF16, CF_IN, s->nv, dt_bias, 0);
-    int bnw = cf_buf_add(&l, "norm_w", CF_BF16, CF_IN, s->dv, nw, 0);
-    int bst = cf_buf_add(&l, "state", CF_F32, CF_INOUT, nst, state, CF_TOL_F32);
-    l.buf[bst].guard = sper * sizeof(float);
-    int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, bsz, slots, 0);
-    cf_arg_buf(&l, by);
-    cf_arg_buf(&l, bp);
-    cf_arg_buf(&l, bcw);
-    cf_arg_buf(&l, bcs);
-    cf_arg_buf(&l, bal);
-    cf_arg_buf(&l, bdt);
-    cf_arg_buf(&l, bnw);
-    cf_arg_buf(&l, bst);
-    cf_arg_buf(&l, bsl);
-    cf_arg_u32(&l, bsz);
-    cf_arg_u32(&l, s->nk);
-    cf_arg_u32(&l, s->nv);
-    cf_arg_u32(&l, s->dk);
-    cf_arg_u32(&l, s->dv);
-    cf_arg_u32(&l, s->kw);
-    cf_arg_f32(&l, eps);
-    if (cf_run(ctx, &l, kern)) {
-      cf_check_bf16(ctx, "y", cf_bf16(&l, by), y_ref, ny, CF_TOL_BF16);
-      if (!heads)
-        cf_check_state(ctx, "conv_state", cf_f32(&l, bcs), conv_state, conv_ref, cper, n_slots, slots,
-                       bsz, 0.0);
-      cf_check_state(ctx, "state", cf_f32(&l, bst), state, state_ref, sper, n_slots, slots, bsz,
-                     CF_TOL_F32);
-    }
+  cf_launch_init(&l, id, (gpu_dim3){bsz * s->nk, 1, 1});
+  int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16);
+  int bp = cf_buf_add(&l, "p", CF_F32, CF_IN, np, p, 0);
+  int bcw = cf_buf_add(&l, "conv_w", CF_BF16, CF_IN, c * s->kw, cw, 0);
+  int bcs = cf_buf_add(&l, "conv_state", CF_F32, CF_INOUT, ncs, conv_state, 0); /* exact copies */
+  l.buf[bcs].guard = cper * sizeof(float); /* a write to slot -1 lands in the guard */
+  int bal = cf_buf_add(&l, "a_log", CF_F32, CF_IN, s->nv, a_log, 0);
+  int bdt = cf_buf_add(&l, "dt_bias", CF_BF16, CF_IN, s->nv, dt_bias, 0);
+  int bnw = cf_buf_add(&l, "norm_w", CF_BF16, CF_IN, s->dv, nw, 0);
+  int bst = cf_buf_add(&l, "state", CF_F32, CF_INOUT, nst, state, CF_TOL_F32);
+  l.buf[bst].guard = sper * sizeof(float);
+  int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, bsz, slots, 0);
+  cf_arg_buf(&l, by);
+  cf_arg_buf(&l, bp);
+  cf_arg_buf(&l, bcw);
+  cf_arg_buf(&l, bcs);
+  cf_arg_buf(&l, bal);
+  cf_arg_buf(&l, bdt);
+  cf_arg_buf(&l, bnw);
+  cf_arg_buf(&l, bst);
+  cf_arg_buf(&l, bsl);
+  cf_arg_u32(&l, bsz);
+  cf_arg_u32(&l, s->nk);
+  cf_arg_u32(&l, s->nv);
+  cf_arg_u32(&l, s->dk);
+  cf_arg_u32(&l, s->dv);
+  cf_arg_u32(&l, s->kw);
+  cf_arg_f32(&l, eps);
+  if (cf_run(ctx, &l, kern)) {
+    cf_check_bf16(ctx, "y", cf_bf16(&l, by), y_ref, ny, CF_TOL_BF16);
+    cf_check_state(ctx, "conv_state", cf_f32(&l, bcs), conv_state, conv_ref, cper, n_slots, slots,
+                   bsz, 0.0);
+    cf_check_state(ctx, "state", cf_f32(&l, bst), state, state_ref, sper, n_slots, slots, bsz,
+                   CF_TOL_F32);
   }
   cf_launch_free(&l);
   free(p), free(a_log), free(conv_state), free(state), free(cw), free(dt_bias), free(nw);
   free(slots), free(y_ref), free(conv_ref), free(state_ref);
 }
 
-static void run_all(metrale_kernel_id id, int qwen35) {
+static void run_all(metrale_kernel_id id) {
   CF_BEGIN(ctx, kern, id);
   static const uint32_t batches[] = {1, 3, 5};
   for (size_t si = 0; si < NSHAPES; si++)
     for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
       const fshape *s = &shapes[si];
-      snprintf(ctx.shape, sizeof ctx.shape, "B=%u nk=%u nv=%u dk=%u dv=%u K=%u%s", batches[bi], s->nk,
-               s->nv, s->dk, s->dv, s->kw, qwen35 ? " (Qwen3.5 layout)" : "");
-      run_case(&ctx, kern, id, s, batches[bi], batches[bi] + 2, qwen35);
+      snprintf(ctx.shape, sizeof ctx.shape, "B=%u nk=%u nv=%u dk=%u dv=%u K=%u", batches[bi], s->nk,
+               s->nv, s->dk, s->dv, s->kw);
+      run_case(&ctx, kern, id, s, batches[bi], batches[bi] + 2);
     }
   cf_close(&ctx);
 }
 
-Test(gdn_decode, gdn_decode_fused) { run_all(METRALE_K_gdn_decode_fused, 0); }
-Test(gdn_decode, gdn_decode_fused35) { run_all(METRALE_K_gdn_decode_fused35, 1); }
-Test(gdn_decode, gdn_decode_heads) { run_all(METRALE_K_gdn_decode_heads, 0); }
-Test(gdn_decode, gdn_decode_heads35) { run_all(METRALE_K_gdn_decode_heads35, 1); }
-Test(gdn_decode, gdn_decode_conv_shift) { run_all(METRALE_K_gdn_decode_conv_shift, 0); }
-Test(gdn_decode, gdn_decode_conv_shift35) { run_all(METRALE_K_gdn_decode_conv_shift, 1); }
+Test(gdn_decode, gdn_decode_fused) { run_all(METRALE_K_gdn_decode_fused); }
+Test(gdn_decode, gdn_decode_fused35) { run_all(METRALE_K_gdn_decode_fused35); }

@@ -245,43 +245,6 @@ int metrale_ops_has_gdn_decode_fused(const metrale_ops *o, int qwen35) {
   return o->k[qwen35 ? METRALE_K_gdn_decode_fused35 : METRALE_K_gdn_decode_fused] != 0;
 }
 
-/* Up to this batch the decode mixer runs as gdn_decode_heads + gdn_decode_conv_shift: B*nk
- * blocks of the fused kernel leave most of an H200 idle (16 at B = 1, each walking its
- * value heads one after the other).  In a whole decode step, where the weights have pushed
- * the states out of L2, that saves ~3 us at B = 1 and at B = 8 on the H200 (alone, with
- * the states in L2, the split only wins at B <= 2: docs/perf-decode.md).  Both paths give
- * bit-identical results. */
-#define DECODE_SPLIT_MAX_B 8u
-
-static int decode_split_pays(const metrale_ops *o, int qwen35, uint32_t bsz, uint32_t nv) {
-  return bsz <= DECODE_SPLIT_MAX_B && o->k[qwen35 ? METRALE_K_gdn_decode_heads35 : METRALE_K_gdn_decode_heads] &&
-         o->k[METRALE_K_gdn_decode_conv_shift] && (uint64_t)bsz * nv <= UINT32_MAX;
-}
-
-const char *metrale_ops_gdn_decode_path(const metrale_ops *o, int qwen35) {
-  if (!metrale_ops_has_gdn_decode_fused(o, qwen35)) return NULL;
-  if (decode_split_pays(o, qwen35, 1, 1))
-    return qwen35 ? "gdn_decode.gdn_decode_heads35 + gdn_decode_conv_shift up to batch 8, then gdn_decode.gdn_decode_fused35"
-                  : "gdn_decode.gdn_decode_heads + gdn_decode_conv_shift up to batch 8, then gdn_decode.gdn_decode_fused";
-  return qwen35 ? "gdn_decode.gdn_decode_fused35 (one kernel)" : "gdn_decode.gdn_decode_fused (one kernel)";
-}
-
-static metrale_status decode_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr y,
-                                   gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
-                                   gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
-                                   uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
-                                   uint32_t kw, float eps) {
-  const metrale_kernel_id heads = qwen35 ? METRALE_K_gdn_decode_heads35 : METRALE_K_gdn_decode_heads;
-  const gpu_arg hargs[] = {P(y), P(p), P(conv_w), P(conv_state), P(a_log), P(dt_bias), P(norm_w),
-                           P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps)};
-  METRALE_RETURN_IF_ERROR(metrale_launch(o->dev, heads, o->k[heads], (gpu_dim3){bsz * nv, 1, 1}, st,
-                                         hargs, (uint32_t)(sizeof hargs / sizeof hargs[0])));
-  /* after the heads kernel: it read the old q/k/v history that this overwrites */
-  const uint32_t c = 2 * nk * dk + nv * dv;
-  LAUNCH(o, st, gdn_decode_conv_shift, CEIL_DIV(c, 256), bsz, P(p), P(conv_state), P(slots), U(bsz),
-         U(nk), U(nv), U(dk), U(dv), U(kw), U(qwen35 ? 1u : 0u));
-}
-
 metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr y,
                                    gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
@@ -291,9 +254,6 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, int qwen
     return METRALE_ERROR(NOT_FOUND, "the backend has no fused decode kernel");
   if ((uint64_t)bsz * nk > UINT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u with %u key heads", bsz, nk);
-  if (bsz > 0 && decode_split_pays(o, qwen35, bsz, nv))
-    return decode_split(o, st, qwen35, y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots,
-                        bsz, nk, nv, dk, dv, kw, eps);
   if (qwen35)
     LAUNCH(o, st, gdn_decode_fused35, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
            P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));

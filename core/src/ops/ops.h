@@ -83,9 +83,6 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
  * updating both states of each slot.  NOT_FOUND when the backend lacks it: the caller
  * then runs the chain (metrale_ops_has_gdn_decode_fused says which). */
 int metrale_ops_has_gdn_decode_fused(const metrale_ops *ops, int qwen35);
-/* How op_gdn_decode_fused runs (small batches may take gdn_decode_heads +
- * gdn_decode_conv_shift, two launches); NULL without the fused kernel. */
-const char *metrale_ops_gdn_decode_path(const metrale_ops *ops, int qwen35);
 metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr y,
                                    gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,

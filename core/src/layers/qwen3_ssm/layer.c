@@ -96,7 +96,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  other projections:             %s / %s\n", metrale_ops_gemm_path(&L->ops, 1),
           metrale_ops_gemm_path(&L->ops, 1u << 20));
   if (metrale_ops_has_gdn_decode_fused(&L->ops, L->qwen35))
-    fprintf(out, "  decode, split .. gated norm:   %s\n", metrale_ops_gdn_decode_path(&L->ops, L->qwen35));
+    fprintf(out, "  decode, split .. gated norm:   gdn_decode.%s (one kernel)\n",
+            L->qwen35 ? "gdn_decode_fused35" : "gdn_decode_fused");
   else
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
   fprintf(out, "  input split:                   gdn.%s\n", L->qwen35 ? "split_qkvzba35" : "split_qkvzba");
