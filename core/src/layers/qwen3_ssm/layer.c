@@ -86,7 +86,7 @@ int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *L) { return L-
 
 void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *out) {
   const qwen3_ssm_dims *d = &L->d;
-  fprintf(out, "layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
+  fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
           L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
           d->nv, d->dk, d->dv, d->K);
   fprintf(out, "  in_proj, decode / prefill:     %s / %s\n", metrale_ops_gemm_f32in_path(&L->ops, 1),
