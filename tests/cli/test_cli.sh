@@ -57,6 +57,9 @@ grep -q 'demo: all checks passed' "$tmp/stdout" && ok || bad "demo did not pass 
 expect_success bench_json bench --backend cpu --decode 1 --prefill 16 --samples 3 --warmup 1 --json
 grep -q '"results": \[{"kind": "decode"' "$tmp/stdout" && ok || bad "bench --json printed no results: $(cat "$tmp/stdout")"
 
+expect_success bench_model bench --backend cpu --model "$model" --layer 1 --part layer --decode 2 --prefill 8 --samples 3 --warmup 1 --json
+grep -q '"weight_bytes": [1-9]' "$tmp/stdout" && ok || bad "bench --model printed no weight bytes: $(cat "$tmp/stdout")"
+
 # --- bad command lines ------------------------------------------------------------------
 expect_refusal unknown_command frobnicate
 expect_refusal unknown_option run --frob
@@ -67,6 +70,9 @@ expect_refusal layer_negative run --backend cpu --layer -1 --output "$tmp/out.st
 expect_refusal bad_mode "${run[@]}" --model "$model" --input "$good_in" --mode sideways
 expect_refusal bad_split "${run[@]}" --model "$model" --input "$good_in" --mode split:x
 expect_refusal bad_part "${run[@]}" --model "$model" --input "$good_in" --part ffn
+expect_refusal bench_model_missing bench --backend cpu --model "$tmp/nope" --decode 1 --prefill 8
+expect_refusal bench_layer_without_model bench --backend cpu --layer 1
+expect_refusal bench_layer_out_of_range bench --backend cpu --model "$model" --layer 9 --decode 1 --prefill 8
 expect_refusal unknown_backend run --backend tpu --layer 1 --output "$tmp/out.st" --model "$model" --input "$good_in"
 expect_refusal missing_model_dir "${run[@]}" --model "$tmp/nope" --input "$good_in"
 expect_refusal missing_input "${run[@]}" --model "$model" --input "$tmp/nope.st"

@@ -40,7 +40,7 @@ static metrale_status case_once(void *p) {
 }
 
 /* Bytes a call must move and FLOPs it must do, counted from the shapes. */
-static void count(const metrale_qwen3_config *g, metrale_part part, int decode, uint32_t n,
+static void count(const metrale_qwen3_config *g, metrale_part part, int moe, int decode, uint32_t n,
                   double *bytes, double *flops) {
   const double H = g->hidden_size, nv = g->nv, dk = g->dk, dv = g->dv;
   const double C = 2.0 * g->nk * dk + nv * dv, P = C + nv * dv + 2 * nv, K = g->conv_kernel;
@@ -49,7 +49,11 @@ static void count(const metrale_qwen3_config *g, metrale_part part, int decode, 
   double seqs = decode ? n : 1;
   double act = 2 * n * (2 * H); /* input read, output written */
   *flops = 2 * n * (P * H + H * nv * dv) + n * nv * dk * dv * 8.0;
-  if (part == METRALE_PART_LAYER) {
+  if (part == METRALE_PART_LAYER && !moe) { /* dense SwiGLU MLP */
+    double I = g->intermediate_size;
+    wbytes += 2 * (3 * I * H + 2 * H);
+    *flops += 2 * n * 3 * I * H;
+  } else if (part == METRALE_PART_LAYER) {
     double E = g->num_experts, k = g->num_experts_per_tok, mI = g->moe_intermediate_size,
            sI = g->shared_expert_intermediate_size;
     double touched = n * k < E ? n * k : E;
@@ -181,8 +185,10 @@ int cmd_bench(int argc, char **argv) {
       {"--warmup", 1, NULL, "untimed calls before timing (default 3)"},
       {"--json", 0, NULL, "print one JSON object instead of the table"},
       {"--core", 0, NULL, "time only the delta-rule prefill core, one sequence per --prefill length"},
+      {"--model", 1, NULL, "load layer --layer of this HF checkpoint folder instead of random weights"},
+      {"--layer", 1, NULL, "with --model: the layer index (default 0)"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 8, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 10, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -209,25 +215,36 @@ int cmd_bench(int argc, char **argv) {
 
   metrale_qwen3_config cfg;
   a3b_config(&cfg);
-  if (!s && opts[7].value) {
+  metrale_checkpoint *ckpt = NULL;
+  uint32_t layer_index = 0;
+  if (!s && opts[9].value && !opts[8].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--layer goes with --model");
+  if (!s && opts[9].value) s = cli_parse_u32("--layer", opts[9].value, &layer_index);
+  if (!s && opts[8].value) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", opts[8].value);
+    s = metrale_config_load(path, &cfg);
+    if (!s) s = metrale_checkpoint_open(opts[8].value, &ckpt);
+  }
+  if (s) {
+    metrale_device_destroy(dev);
+    return cli_fail("bench", s);
+  }
+  if (opts[7].value) {
     s = bench_core(dev, &cfg, pre, npre, (int)warmup, (int)samples, json);
     metrale_device_destroy(dev);
     return s ? cli_fail("bench", s) : CLI_OK;
   }
   double bw = 0, tf = 0;
-  fprintf(info, "metrale bench on %s (%s), part %s\n", be->name, be->caps.device_name,
-          part == METRALE_PART_MIXER ? "mixer" : "layer (mixer + MoE)");
-  fprintf(stderr, "measuring ceilings...\n");
-  if (!s) s = bench_copy_bandwidth(dev, is_cpu ? (256u << 20) : (1ull << 30), &bw);
-  if (!s) s = bench_gemm_rate(dev, is_cpu ? 512 : 8192, &tf);
 
   metrale_qwen3_ssm_layer *layer = NULL;
   metrale_random_source rs = {.seed = 80};
   uint64_t rss_before = cli_current_rss();
   cli_reset_peak_rss();
   double t_load = cli_now();
-  if (!s) {
-    fprintf(stderr, "creating the layer (random weights)...\n");
+  if (!s && ckpt) {
+    metrale_checkpoint_source src = {ckpt, layer_index};
+    s = metrale_qwen3_ssm_layer_create(dev, &cfg, layer_index, metrale_weight_source_checkpoint(&src), &layer);
+  } else if (!s) {
     if (part == METRALE_PART_MIXER) {
       /* the mixer alone needs no experts: a dense FFN of minimal width keeps memory low */
       cfg.num_experts = 0;
@@ -237,7 +254,18 @@ int cmd_bench(int argc, char **argv) {
   }
   t_load = cli_now() - t_load;
   uint64_t rss_peak = cli_peak_rss();
+  metrale_checkpoint_close(ckpt); /* the weights are on the device now */
+  char ckpt_name[300];
+  if (opts[8].value) snprintf(ckpt_name, sizeof ckpt_name, "layer %u of %.250s", layer_index, opts[8].value);
+  else snprintf(ckpt_name, sizeof ckpt_name, "random, Qwen3-Next-80B-A3B shape");
   uint64_t wbytes = layer ? metrale_qwen3_ssm_layer_weight_bytes(layer) : 0;
+
+  /* after the layer, so that a bad --model fails before any progress output */
+  if (!s) fprintf(info, "metrale bench on %s (%s), part %s\n", be->name, be->caps.device_name,
+          part == METRALE_PART_MIXER ? "mixer" : "layer (mixer + FFN)");
+  if (!s) fprintf(stderr, "measuring ceilings...\n");
+  if (!s) s = bench_copy_bandwidth(dev, is_cpu ? (256u << 20) : (1ull << 30), &bw);
+  if (!s) s = bench_gemm_rate(dev, is_cpu ? 512 : 8192, &tf);
 
   uint32_t maxn = 1, maxb = 1;
   for (int i = 0; i < ndec; i++) maxb = dec[i] > maxb ? dec[i] : maxb, maxn = dec[i] > maxn ? dec[i] : maxn;
@@ -267,7 +295,7 @@ int cmd_bench(int argc, char **argv) {
     s = bench_time(dev, case_once, &c, (int)warmup, (int)samples, &r->median, &r->min);
     if (s) break;
     double bytes, flops;
-    count(&cfg, part, c.decode, c.n, &bytes, &flops);
+    count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, &bytes, &flops);
     r->gbps = bytes / r->median / 1e9;
     r->tflops = flops / r->median / 1e12;
     nres++;
@@ -287,8 +315,10 @@ int cmd_bench(int argc, char **argv) {
       printf("]}\n");
     } else {
       printf("ceilings measured here: copy %.1f GB/s (read + write), gemm_bf16 %.3f TFLOP/s\n", bw, tf);
-      printf("layer weights %.1f MB, created in %.2f s; peak host RSS growth while creating %.1f MB\n",
-             (double)wbytes / 1e6, t_load, (double)(rss_peak > rss_before ? rss_peak - rss_before : 0) / 1e6);
+      double grew = (double)(rss_peak > rss_before ? rss_peak - rss_before : 0);
+      printf("layer weights %.1f MB (%s), created in %.2f s; peak host RSS growth while creating "
+             "%.1f MB (%.2fx the weight bytes)\n", (double)wbytes / 1e6, ckpt_name, t_load, grew / 1e6,
+             wbytes ? grew / (double)wbytes : 0.0);
       printf("%-8s %7s %12s %12s %10s %9s %10s\n", "case", "n", "median us", "min us", "GB/s",
              "% copy", "TFLOP/s");
       for (int i = 0; i < nres; i++)
