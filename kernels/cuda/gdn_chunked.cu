@@ -21,7 +21,8 @@
  * loaded ahead of their use (see scan_chunks).
  *
  * Products are mma.sync m16n8k8 with f32 accumulation and every f32 operand split into
- * two tf32 parts (three products per tile: about f32 accuracy, see mma3); the state, the
+ * a tf32 part and a remainder the tensor core reads as tf32 (three products per tile: about
+ * f32 accuracy, see split and mma3); the state, the
  * decays and every sum stay f32.  Inside each 8-wide k step
  * the logical k = t and t + 4 of lane (g = lane/4, t = lane%4) are the memory columns 2t
  * and 2t + 1: A fragments then come from global (or shared) memory as float2, and B
@@ -72,7 +73,7 @@ __device__ __forceinline__ float tf32(float x) {
   return __uint_as_float(r);
 }
 
-/* d += a b on one 16x8x8 tile; a and b already hold tf32 values. */
+/* d += a b on one 16x8x8 tile; the tensor core uses the top 19 bits (tf32) of a and b. */
 __device__ __forceinline__ void mma(float d[4], const float a[4], const float b[2]) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};"
@@ -131,10 +132,14 @@ struct shape {
 
 /* ---- products --------------------------------------------------------------------- */
 
-/* x = hi + lo, both tf32: the pair keeps about 22 significant bits. */
+/* x = hi + lo with hi a tf32 value: the pair keeps about 21 significant bits.  Unless RN,
+ * lo stays in f32: the tensor core reads only the top 19 bits of a .tf32 operand (it
+ * truncates lo to 11 significant bits), and rounding lo costs two more instructions per
+ * operand - splits are most of phase 1's instructions - for one bit. */
+template <bool RN = false>
 __device__ __forceinline__ void split(float x, float &hi, float &lo) {
   hi = tf32(x);
-  lo = tf32(x - hi);
+  lo = RN ? tf32(x - hi) : x - hi;
 }
 
 /* d += a b close to f32 accuracy: three tf32 products (the lo lo term is below f32
@@ -148,17 +153,18 @@ __device__ __forceinline__ void mma3(float d[4], const float ah[4], const float 
   mma(d, ah, bh);
 }
 
+template <bool RN = false>
 __device__ __forceinline__ void split_a(const float a[4], float ah[4], float al[4]) {
 #pragma unroll
-  for (unsigned i = 0; i < 4; i++) split(a[i], ah[i], al[i]);
+  for (unsigned i = 0; i < 4; i++) split<RN>(a[i], ah[i], al[i]);
 }
 
 /* B fragment of 8-column tile nt from shared rows col, col + 1 (stride LD). */
-template <unsigned LD>
+template <unsigned LD, bool RN = false>
 __device__ __forceinline__ void b_shared(const float *Bs, unsigned col, unsigned nt, unsigned g,
                                          float bh[2], float bl[2]) {
-  split(Bs[col * LD + 8 * nt + g], bh[0], bl[0]);
-  split(Bs[(col + 1) * LD + 8 * nt + g], bh[1], bl[1]);
+  split<RN>(Bs[col * LD + 8 * nt + g], bh[0], bl[0]);
+  split<RN>(Bs[(col + 1) * LD + 8 * nt + g], bh[1], bl[1]);
 }
 
 /* Loads of A rows pa, pb (null: a zero row) for the k steps k0 .. k0+3 below nks. */
@@ -174,7 +180,9 @@ __device__ __forceinline__ void load_rows(float2 buf[4][2], const float *pa, con
 }
 
 /* acc[nt] += A B for a warp's 16-row tile (this lane's rows pa, pb, in shared memory)
- * times B in shared memory (k rows, the block's NT 8-column tiles), over k steps [0, nks). */
+ * times B in shared memory (k rows, the block's NT 8-column tiles), over k steps [0, nks).
+ * lo parts rounded here: with them in f32 ptxas spills (the state update's K^T operands
+ * are live across this product). */
 template <unsigned NT, unsigned LD>
 __device__ __forceinline__ void shared_rows_times_shared(float acc[NT][4], const float *pa,
                                                          const float *pb, const float *Bs,
@@ -187,12 +195,12 @@ __device__ __forceinline__ void shared_rows_times_shared(float acc[NT][4], const
     const float2 y = *reinterpret_cast<const float2 *>(pb + col);
     const float a[4] = {x.x, y.x, x.y, y.y};
     float ah[4], al[4];
-    split_a(a, ah, al);
+    split_a<true>(a, ah, al);
 #pragma unroll
     for (unsigned nt = 0; nt < NT; nt++) {
       if (ntv[nt]) {
         float bh[2], bl[2];
-        b_shared<LD>(Bs, col, nt, l.g, bh, bl);
+        b_shared<LD, true>(Bs, col, nt, l.g, bh, bl);
         mma3(acc[nt], ah, al, bh, bl);
       }
     }
