@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "cuda_driver.h"
+#include "metrale/addr_set.h"
 #include "metrale/gpu_backend.h"
 #include "metrale/manifest.h"
 
@@ -30,11 +31,6 @@ typedef struct cuda_kernel {
 
 /* Device pointers this backend handed out: an open-addressing set (0 = empty slot,
  * 1 = removed), so free() can ignore foreign pointers and destroy() can free the rest. */
-typedef struct cuda_alloc_set {
-  uint64_t *slots;
-  size_t cap, used; /* used counts removed slots too */
-} cuda_alloc_set;
-
 typedef struct cuda_backend {
   gpu_backend base; /* first: the vtable hands us gpu_backend * */
   const cuda_driver *drv;
@@ -48,7 +44,7 @@ typedef struct cuda_backend {
   cuda_module *modules; /* [cuda_image_count], loaded on first use */
   cuda_result *module_error; /* [cuda_image_count], the load failure, or 0 */
   cuda_kernel *kernels[METRALE_K_COUNT];
-  cuda_alloc_set allocs;
+  metrale_addr_set allocs; /* what alloc handed out */
   cuda_stream *streams; /* created by stream_create and not destroyed yet */
   size_t nstreams, streams_cap;
 } cuda_backend;

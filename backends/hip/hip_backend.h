@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "hip_api.h"
+#include "metrale/addr_set.h"
 #include "metrale/gpu_backend.h"
 #include "metrale/manifest.h"
 
@@ -28,11 +29,6 @@ typedef struct hip_kernel {
 
 /* Device pointers this backend handed out: an open-addressing set (0 = empty slot,
  * 1 = removed), so free() can ignore foreign pointers and destroy() can free the rest. */
-typedef struct hip_alloc_set {
-  uint64_t *slots;
-  size_t cap, used; /* used counts removed slots too */
-} hip_alloc_set;
-
 typedef struct hip_backend {
   gpu_backend base; /* first: the vtable hands us gpu_backend * */
   const hip_api *api;
@@ -47,7 +43,7 @@ typedef struct hip_backend {
   hip_module *modules;  /* [hip_image_count], loaded on first use */
   hip_error *module_error; /* [hip_image_count], the load failure, or 0 */
   hip_kernel *kernels[METRALE_K_COUNT];
-  hip_alloc_set allocs;
+  metrale_addr_set allocs; /* what alloc handed out */
   hip_stream *streams; /* created by stream_create and not destroyed yet */
   size_t nstreams, streams_cap;
 } hip_backend;

@@ -3,59 +3,10 @@
 #include <stdlib.h>
 
 #include "hip_backend.h"
+#include "metrale/addr_set.h"
 
 /* alloc(0) still gets distinct memory; 256 bytes keeps every allocation 256-aligned. */
 #define HIP_MIN_ALLOC 256u
-
-static size_t slot_of(uint64_t p, size_t cap) {
-  p ^= p >> 33; /* device pointers are aligned: mix the high bits down */
-  p *= 0xff51afd7ed558ccdull;
-  p ^= p >> 33;
-  return (size_t)p & (cap - 1);
-}
-
-static void set_put(hip_alloc_set *set, uint64_t p) {
-  for (size_t i = slot_of(p, set->cap);; i = (i + 1) & (set->cap - 1)) {
-    if (set->slots[i] == 0) {
-      set->slots[i] = p;
-      set->used++;
-      return;
-    }
-    if (set->slots[i] == 1) { /* reuse a removed slot */
-      set->slots[i] = p;
-      return;
-    }
-  }
-}
-
-static metrale_status set_insert(hip_alloc_set *set, uint64_t p) {
-  if (2 * (set->used + 1) > set->cap) { /* keep at least half the slots empty */
-    size_t cap = set->cap ? 2 * set->cap : 64;
-    uint64_t *grown = calloc(cap, sizeof *grown);
-    if (!grown) return METRALE_ERROR(OUT_OF_MEMORY, "hip allocation table");
-    uint64_t *old = set->slots;
-    size_t old_cap = set->cap;
-    set->slots = grown;
-    set->cap = cap;
-    set->used = 0;
-    for (size_t i = 0; i < old_cap; i++)
-      if (old[i] > 1) set_put(set, old[i]);
-    free(old);
-  }
-  set_put(set, p);
-  return METRALE_OK;
-}
-
-static int set_remove(hip_alloc_set *set, uint64_t p) {
-  if (!set->cap) return 0;
-  for (size_t i = slot_of(p, set->cap);; i = (i + 1) & (set->cap - 1)) {
-    if (set->slots[i] == 0) return 0;
-    if (set->slots[i] == p) {
-      set->slots[i] = 1;
-      return 1;
-    }
-  }
-}
 
 static hip_deviceptr dptr(gpu_ptr p) { return (hip_deviceptr)(uintptr_t)p; }
 
@@ -73,7 +24,7 @@ metrale_status hip_alloc(gpu_backend *base, uint64_t bytes, gpu_ptr *out_ptr) {
     return hip_error_status(be->api, e, __FILE__, __LINE__, "hipMalloc(%zu bytes) on %s", n,
                             be->base.caps.device_name);
   pthread_mutex_lock(&be->lock);
-  metrale_status s = set_insert(&be->allocs, (uint64_t)(uintptr_t)p);
+  metrale_status s = metrale_addr_set_insert(&be->allocs, (uint64_t)(uintptr_t)p);
   pthread_mutex_unlock(&be->lock);
   if (s) {
     be->api->Free(p);
@@ -92,7 +43,7 @@ void hip_free(gpu_backend *base, gpu_ptr ptr) {
     return;
   }
   pthread_mutex_lock(&be->lock);
-  int ours = set_remove(&be->allocs, ptr);
+  int ours = metrale_addr_set_remove(&be->allocs, ptr);
   pthread_mutex_unlock(&be->lock);
   if (!ours) return; /* not from alloc (or freed twice): not ours to release */
   /* Kernels still queued on any stream may use the memory: let them finish first. */
@@ -100,13 +51,9 @@ void hip_free(gpu_backend *base, gpu_ptr ptr) {
   be->api->Free(dptr(ptr));
 }
 
-void hip_free_all(hip_backend *be) {
-  for (size_t i = 0; i < be->allocs.cap; i++) {
-    if (be->allocs.slots[i] > 1) be->api->Free(dptr(be->allocs.slots[i]));
-    be->allocs.slots[i] = 0;
-  }
-  be->allocs.used = 0;
-}
+static void free_one(void *ctx, uint64_t p) { ((hip_backend *)ctx)->api->Free(dptr(p)); }
+
+void hip_free_all(hip_backend *be) { metrale_addr_set_drain(&be->allocs, free_one, be); }
 
 metrale_status hip_memset(gpu_backend *base, gpu_ptr dst, uint8_t value, uint64_t bytes,
                           gpu_stream stream) {
