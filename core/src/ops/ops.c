@@ -37,19 +37,30 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) {
-  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16]) return "gemm.gemv_bf16";
-  return use_t128(o, METRALE_K_gemm_bf16_t128, m, 0) ? "gemm.gemm_bf16_t128" : "gemm.gemm_bf16";
+/* One GEMM contract served by up to three kernels: a gemv for decode (M <= 16), 128x128
+ * tiles when there are enough of them to fill the GPU, and the 64x64-tile kernel. */
+typedef struct gemm_family {
+  metrale_kernel_id gemv, t128, tile; /* t128 = METRALE_K_COUNT: the family has none */
+} gemm_family;
+
+static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16, METRALE_K_gemm_bf16_t128, METRALE_K_gemm_bf16};
+static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_gemm_bf16_f32};
+static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t128, METRALE_K_gemm_f32in};
+
+/* The kernel a GEMM of m rows (and n columns; 0 = unknown, counts as wide) runs on. */
+static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
+  if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
+  if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
+  return f->tile;
 }
 
-const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) {
-  return (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16_f32]) ? "gemm.gemv_bf16_f32" : "gemm.gemm_bf16_f32";
+static const char *gemm_name(const metrale_ops *o, const gemm_family *f, uint32_t m) {
+  return metrale_kernel_info_get(gemm_pick(o, f, m, 0))->name;
 }
 
-const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) {
-  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_f32in]) return "gemm.gemv_f32in";
-  return use_t128(o, METRALE_K_gemm_f32in_t128, m, 0) ? "gemm.gemm_f32in_t128" : "gemm.gemm_f32in";
-}
+const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16, m); }
+const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16_F32, m); }
+const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_F32IN, m); }
 
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *o) {
   return o->k[METRALE_K_add_rmsnorm] ? "norm.add_rmsnorm" : "elementwise.add + norm.rmsnorm (fallback)";
@@ -96,32 +107,33 @@ static metrale_status check_gemm_grid(uint32_t m) {
   return METRALE_OK;
 }
 
+/* grid per kernel shape (kernels.def): gemv ceil(N/8); tiles (ceil(N/T), ceil(M/T)) */
+static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_stream st, gpu_ptr y,
+                               gpu_ptr x, gpu_ptr w, uint32_t m, uint32_t n, uint32_t k) {
+  const metrale_kernel_id id = gemm_pick(o, f, m, n);
+  gpu_dim3 grid = {CEIL_DIV(n, 8), 1, 1};
+  if (id != f->gemv) {
+    METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
+    const uint32_t tile = id == f->t128 ? 128u : 64u;
+    grid = (gpu_dim3){CEIL_DIV(n, tile), CEIL_DIV(m, tile), 1};
+  }
+  const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
+  return metrale_launch(o->dev, id, o->k[id], grid, st, args, 6);
+}
+
 metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                        uint32_t m, uint32_t n, uint32_t k) {
-  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16])
-    LAUNCH(o, st, gemv_bf16, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
-  METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-  if (use_t128(o, METRALE_K_gemm_bf16_t128, m, n))
-    LAUNCH(o, st, gemm_bf16_t128, CEIL_DIV(n, 128), CEIL_DIV(m, 128), P(y), P(x), P(w), U(m), U(n), U(k));
-  LAUNCH(o, st, gemm_bf16, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
+  return gemm_run(o, &GEMM_BF16, st, y, x, w, m, n, k);
 }
 
 metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                            uint32_t m, uint32_t n, uint32_t k) {
-  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_bf16_f32])
-    LAUNCH(o, st, gemv_bf16_f32, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
-  METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-  LAUNCH(o, st, gemm_bf16_f32, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
+  return gemm_run(o, &GEMM_BF16_F32, st, y, x, w, m, n, k);
 }
 
 metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                              uint32_t m, uint32_t n, uint32_t k) {
-  if (m <= GEMV_MAX_M && o->k[METRALE_K_gemv_f32in])
-    LAUNCH(o, st, gemv_f32in, CEIL_DIV(n, 8), 1, P(y), P(x), P(w), U(m), U(n), U(k));
-  METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-  if (use_t128(o, METRALE_K_gemm_f32in_t128, m, n))
-    LAUNCH(o, st, gemm_f32in_t128, CEIL_DIV(n, 128), CEIL_DIV(m, 128), P(y), P(x), P(w), U(m), U(n), U(k));
-  LAUNCH(o, st, gemm_f32in, CEIL_DIV(n, 64), CEIL_DIV(m, 64), P(y), P(x), P(w), U(m), U(n), U(k));
+  return gemm_run(o, &GEMM_F32IN, st, y, x, w, m, n, k);
 }
 
 metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,

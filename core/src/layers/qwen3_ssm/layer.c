@@ -89,11 +89,11 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
           L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
           d->nv, d->dk, d->dv, d->K);
-  fprintf(out, "  in_proj, decode / prefill:     %s / %s\n", metrale_ops_gemm_f32in_path(&L->ops, 1),
+  fprintf(out, "  in_proj, decode / prefill:     gemm.%s / gemm.%s\n", metrale_ops_gemm_f32in_path(&L->ops, 1),
           metrale_ops_gemm_f32in_path(&L->ops, 1u << 20));
-  fprintf(out, "  router logits:                 %s / %s\n", metrale_ops_gemm_f32_path(&L->ops, 1),
+  fprintf(out, "  router logits:                 gemm.%s / gemm.%s\n", metrale_ops_gemm_f32_path(&L->ops, 1),
           metrale_ops_gemm_f32_path(&L->ops, 1u << 20));
-  fprintf(out, "  other projections:             %s / %s\n", metrale_ops_gemm_path(&L->ops, 1),
+  fprintf(out, "  other projections:             gemm.%s / gemm.%s\n", metrale_ops_gemm_path(&L->ops, 1),
           metrale_ops_gemm_path(&L->ops, 1u << 20));
   if (metrale_ops_has_gdn_decode_fused(&L->ops, L->qwen35))
     fprintf(out, "  decode, split .. gated norm:   gdn_decode.%s (one kernel)\n",
