@@ -73,11 +73,10 @@ int cmd_audit(int argc, char **argv) {
   int rc = cli_parse("audit", "[--backend NAME]", opts, 1, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   if (opts[0].value && strcmp(opts[0].value, "auto") != 0) return audit_one(opts[0].value, 1);
-  const char *const *names;
-  size_t n = metrale_backend_names(&names);
+  const size_t n = metrale_backend_count();
   rc = CLI_OK;
   for (size_t i = 0; i < n; i++) {
-    int r = audit_one(names[i], 1);
+    int r = audit_one(metrale_backend_name(i), 1);
     if (r == CLI_CHECK_FAILED) rc = r;
     printf("\n");
   }

@@ -26,8 +26,10 @@ typedef struct metrale_backend_report {
   char targets[8192];    /* the module's describe() text, "" if none */
 } metrale_backend_report;
 
-/* The backends the registry knows, in preference order for `auto`. */
-size_t metrale_backend_names(const char *const **out_names);
+/* The backends the registry knows: metrale_backend_name(i) for i < metrale_backend_count()
+ * (NULL past the end). */
+size_t metrale_backend_count(void);
+const char *metrale_backend_name(size_t i);
 
 /* Probes one backend by name: loads its module, opens a device, closes it again. */
 void metrale_backend_probe(const char *name, metrale_backend_report *out);

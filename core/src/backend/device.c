@@ -32,12 +32,11 @@ metrale_status metrale_device_open(const metrale_device_options *options,
   gpu_backend *be = NULL;
   if (strcmp(name, "auto") == 0) {
     /* highest score among the modules that open a device */
-    const char *const *names;
-    size_t n = metrale_backend_names(&names);
+    const size_t n = metrale_backend_count();
     int best_score = -1;
     for (size_t i = 0; i < n; i++) {
       const gpu_backend_module *m = NULL;
-      metrale_status s = metrale_backend_module_get(names[i], &m, NULL);
+      metrale_status s = metrale_backend_module_get(metrale_backend_name(i), &m, NULL);
       if (s) {
         metrale_status_free(s);
         continue;

@@ -44,12 +44,9 @@ static const struct known_backend {
 };
 #define N_KNOWN (sizeof known / sizeof known[0])
 
-static const char *const known_names[N_KNOWN] = {"cuda", "hip", "vulkan", "cpu"};
+size_t metrale_backend_count(void) { return N_KNOWN; }
 
-size_t metrale_backend_names(const char *const **out_names) {
-  *out_names = known_names;
-  return N_KNOWN;
-}
+const char *metrale_backend_name(size_t i) { return i < N_KNOWN ? known[i].name : NULL; }
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
