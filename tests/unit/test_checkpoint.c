@@ -11,26 +11,7 @@
 #include "metrale/device.h"
 #include "metrale/weights.h"
 
-static char tmpdir[64];
-
-static void make_tmpdir(void) {
-  strcpy(tmpdir, "/tmp/metrale-ck-XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(tmpdir);
-  if (!d) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(tmpdir);
-}
+#include "test_tmpdir.h"
 
 static void ok(metrale_status s) {
   cr_assert_eq(s, METRALE_OK, "%s: %s", metrale_code_name(metrale_status_code(s)),

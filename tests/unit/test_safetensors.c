@@ -15,27 +15,7 @@
 #include "metrale/bf16.h"
 #include "metrale/weights.h"
 
-static char tmpdir[64];
-
-static void make_tmpdir(void) {
-  strcpy(tmpdir, "/tmp/metrale-st-XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(tmpdir);
-  if (!d) return;
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
-    unlink(p);
-    rmdir(p);
-  }
-  closedir(d);
-  rmdir(tmpdir);
-}
+#include "test_tmpdir.h"
 
 static int dir_entries(const char *dir) {
   DIR *d = opendir(dir);
