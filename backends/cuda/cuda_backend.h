@@ -84,6 +84,12 @@ void cuda_kernels_release(cuda_backend *be);
 const char *cuda_target_for(uint32_t cc_major, uint32_t cc_minor);
 
 
+/* cuda_graph.c: the vtable's graph entries */
+metrale_status cuda_graph_begin(gpu_backend *be, gpu_stream stream);
+metrale_status cuda_graph_end(gpu_backend *be, gpu_stream stream, gpu_graph *out_graph);
+metrale_status cuda_graph_launch(gpu_backend *be, gpu_graph graph, gpu_stream stream);
+void cuda_graph_destroy(gpu_backend *be, gpu_graph graph);
+
 /* cuda_device.c */
 metrale_status cuda_create(const gpu_backend_options *options, gpu_backend **out_backend);
 

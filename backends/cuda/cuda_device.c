@@ -106,6 +106,10 @@ static const gpu_backend_vtable cuda_vtable = {
     .stream_create = cuda_stream_create,
     .stream_sync = cuda_stream_sync,
     .stream_destroy = cuda_stream_destroy,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
     .sync = cuda_sync,
 };
 

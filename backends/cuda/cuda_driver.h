@@ -20,6 +20,8 @@ typedef struct CUctx_st *cuda_context;     /* the same opaque tags as cuda.h */
 typedef struct CUmod_st *cuda_module;
 typedef struct CUfunc_st *cuda_function;
 typedef struct CUstream_st *cuda_stream;
+typedef struct CUgraph_st *cuda_graph;
+typedef struct CUgraphExec_st *cuda_graph_exec;
 
 enum {
   CUDA_DRV_SUCCESS = 0,
@@ -51,6 +53,7 @@ enum { /* CUdevice_attribute */
 };
 
 enum { CUDA_DRV_STREAM_NON_BLOCKING = 1 };                  /* CUstream_flags */
+enum { CUDA_DRV_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };     /* CUstreamCaptureMode */
 enum { CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_attribute */
 
 /* X(field, symbol, parameters): one row per driver entry point. */
@@ -88,7 +91,14 @@ enum { CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_att
     (cuda_deviceptr dst, cuda_deviceptr src, size_t bytes, cuda_stream stream))           \
   X(StreamCreate, "cuStreamCreate", (cuda_stream * stream, unsigned flags))               \
   X(StreamSynchronize, "cuStreamSynchronize", (cuda_stream stream))                       \
-  X(StreamDestroy, "cuStreamDestroy_v2", (cuda_stream stream))
+  X(StreamDestroy, "cuStreamDestroy_v2", (cuda_stream stream))                           \
+  X(StreamBeginCapture, "cuStreamBeginCapture_v2", (cuda_stream stream, int mode))        \
+  X(StreamEndCapture, "cuStreamEndCapture", (cuda_stream stream, cuda_graph * graph))     \
+  X(GraphInstantiate, "cuGraphInstantiateWithFlags",                                      \
+    (cuda_graph_exec * exec, cuda_graph graph, unsigned long long flags))                 \
+  X(GraphLaunch, "cuGraphLaunch", (cuda_graph_exec exec, cuda_stream stream))             \
+  X(GraphExecDestroy, "cuGraphExecDestroy", (cuda_graph_exec exec))                       \
+  X(GraphDestroy, "cuGraphDestroy", (cuda_graph graph))
 
 typedef struct cuda_driver {
 #define CUDA_DRIVER_FIELD(field, symbol, params) cuda_result(*field) params;

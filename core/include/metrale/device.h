@@ -52,6 +52,8 @@ metrale_status metrale_device_open(const metrale_device_options *options,
                                    metrale_device **out_device);
 void metrale_device_destroy(metrale_device *dev);
 gpu_backend *metrale_device_backend(metrale_device *dev);
+/* 1 when the backend records and replays graphs (all four graph entries of the vtable). */
+int metrale_device_has_graphs(const metrale_device *dev);
 
 /* Required kernel: NOT_FOUND naming module and name when the backend lacks it. */
 metrale_status metrale_kernel(metrale_device *dev, metrale_kernel_id id, gpu_kernel *out_kernel);

@@ -25,6 +25,7 @@ extern "C" {
 typedef uint64_t gpu_ptr;    /* device address; 0 is the null pointer */
 typedef uint64_t gpu_kernel; /* backend-defined kernel handle; 0 is the null handle */
 typedef struct gpu_stream_s *gpu_stream; /* NULL is the backend's default stream */
+typedef struct gpu_graph_s *gpu_graph;   /* recorded launches (see graph_begin) */
 
 typedef struct gpu_dim3 {
   uint32_t x, y, z;
@@ -106,6 +107,18 @@ typedef struct gpu_backend_vtable {
   metrale_status (*stream_sync)(gpu_backend *be, gpu_stream stream);
   void (*stream_destroy)(gpu_backend *be, gpu_stream stream);
   metrale_status (*sync)(gpu_backend *be); /* waits for all streams */
+
+  /* Graphs: optional, all four NULL where the backend has none (callers then launch the
+   * same work eagerly).  Between graph_begin and graph_end, launches on `stream` are
+   * recorded instead of run; nothing but launches may be enqueued there meanwhile.
+   * graph_end stops the recording whatever happened and, when the recording is usable,
+   * returns it as a graph; with out_graph NULL it only stops and discards it.
+   * graph_launch runs a graph's launches in order on a stream, with the arguments they
+   * were recorded with (the memory they point to is read when they run). */
+  metrale_status (*graph_begin)(gpu_backend *be, gpu_stream stream);
+  metrale_status (*graph_end)(gpu_backend *be, gpu_stream stream, gpu_graph *out_graph);
+  metrale_status (*graph_launch)(gpu_backend *be, gpu_graph graph, gpu_stream stream);
+  void (*graph_destroy)(gpu_backend *be, gpu_graph graph); /* graph_destroy(NULL) does nothing */
 } gpu_backend_vtable;
 
 /* Every backend object starts with this header. */
@@ -117,7 +130,7 @@ struct gpu_backend {
 
 /* ---- backend modules (plugins) ---------------------------------------------------- */
 
-#define METRALE_BACKEND_API_VERSION 1u
+#define METRALE_BACKEND_API_VERSION 2u /* 2: graph entries */
 
 typedef struct gpu_backend_options {
   int device_index; /* which device of the driver, default 0 */

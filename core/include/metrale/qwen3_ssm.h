@@ -59,6 +59,10 @@ void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *layer);
 /* Bytes of device weights the layer holds. */
 uint64_t metrale_qwen3_ssm_layer_weight_bytes(const metrale_qwen3_ssm_layer *layer);
 int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *layer);
+/* Decode steps are recorded once and replayed as graphs where the backend has graphs
+ * (default on; the result is the same either way).  0 turns that off and drops the
+ * recordings, 1 turns it back on. */
+void metrale_qwen3_ssm_layer_set_graphs(metrale_qwen3_ssm_layer *layer, int on);
 /* Prints which kernel each step uses (and which fallbacks were taken). */
 void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *layer, FILE *out);
 

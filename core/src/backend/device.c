@@ -67,6 +67,11 @@ metrale_status metrale_device_open(const metrale_device_options *options,
   return METRALE_OK;
 }
 
+int metrale_device_has_graphs(const metrale_device *dev) {
+  const gpu_backend_vtable *vt = dev->be->vt;
+  return vt->graph_begin && vt->graph_end && vt->graph_launch && vt->graph_destroy;
+}
+
 void metrale_device_destroy(metrale_device *dev) {
   if (!dev) return;
   if (dev->be) dev->be->vt->destroy(dev->be);

@@ -74,6 +74,7 @@ void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *L) {
   if (!L) return;
   gpu_backend *be = metrale_device_backend(L->dev);
   metrale_status_free(be->vt->sync(be));
+  qwen3_ssm_graphs_clear(L);
   metrale_free(L->dev, L->scratch_block);
   metrale_free(L->dev, L->delta_ws);
   metrale_free(L->dev, L->weight_block);
@@ -95,6 +96,10 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_gemm_f32_path(&L->ops, 1u << 20));
   fprintf(out, "  other projections:             gemm.%s / gemm.%s\n", metrale_ops_gemm_path(&L->ops, 1),
           metrale_ops_gemm_path(&L->ops, 1u << 20));
+  fprintf(out, "  decode step:                   %s\n",
+          qwen3_ssm_graphs_used(L) ? "recorded once per batch and buffers, then replayed as a graph"
+                                   : (metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"
+                                                                        : "launched eagerly (the backend has no graphs)"));
   if (metrale_ops_has_gdn_decode_fused(&L->ops, L->qwen35))
     fprintf(out, "  decode, split .. gated norm:   gdn_decode.%s (one kernel)\n",
             L->qwen35 ? "gdn_decode_fused35" : "gdn_decode_fused");
@@ -160,9 +165,15 @@ static metrale_status run(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, 
   if (!decode) METRALE_RETURN_IF_ERROR(qwen3_ssm_delta_ws_reserve(L, T, S));
 
   /* From here on the call may touch state; everything above was checked first. */
-  const qwen3_ssm_scratch *s = &L->s;
   METRALE_RETURN_IF_ERROR(upload_lists(L, cu, slots, S, decode, st));
 
+  if (decode) return qwen3_ssm_decode_step(L, pool, part, x, y, S, st);
+  return qwen3_ssm_forward(L, pool, part, x, y, T, S, decode, st);
+}
+
+metrale_status qwen3_ssm_forward(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, metrale_part part,
+                                 gpu_ptr x, gpu_ptr y, uint32_t T, uint32_t S, int decode, gpu_stream st) {
+  const qwen3_ssm_scratch *s = &L->s;
   if (part == METRALE_PART_MIXER) return qwen3_ssm_mixer(L, pool, x, y, T, S, decode, st);
   const qwen3_ssm_dims *d = &L->d;
   METRALE_RETURN_IF_ERROR(op_rmsnorm_f32(&L->ops, st, s->xn, x, L->w.in_norm, T, d->H, d->eps));

@@ -67,6 +67,18 @@ typedef struct qwen3_ssm_scratch {
   gpu_ptr s_act;   /* bf16 [Tc, sI] */
 } qwen3_ssm_scratch;
 
+/* A recorded decode step and what it was recorded for (graphs.c). */
+#define QWEN3_SSM_GRAPHS 8u
+typedef struct qwen3_ssm_graph {
+  gpu_graph graph; /* NULL: an empty entry */
+  metrale_part part;
+  const metrale_state_pool *pool;
+  gpu_ptr conv, rec; /* the pool's buffers */
+  gpu_ptr x, y;
+  uint32_t batch;
+  gpu_stream st;
+} qwen3_ssm_graph;
+
 struct metrale_qwen3_ssm_layer {
   metrale_device *dev;
   metrale_ops ops;
@@ -91,6 +103,10 @@ struct metrale_qwen3_ssm_layer {
    * sized for the largest prefill so far; 0 while none needed one. */
   gpu_ptr delta_ws;
   uint64_t delta_ws_bytes;
+  /* decode steps recorded as graphs, replaced oldest first */
+  qwen3_ssm_graph graphs[QWEN3_SSM_GRAPHS];
+  unsigned graph_next;
+  int graphs_off; /* metrale_qwen3_ssm_layer_set_graphs(L, 0) */
 };
 
 /* weights.c */
@@ -104,6 +120,17 @@ metrale_status qwen3_ssm_delta_ws_reserve(metrale_qwen3_ssm_layer *L, uint32_t T
  * sequences of s.cu (both lists already on the device in s.cu / s.slots). */
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
                                gpu_ptr out, uint32_t T, uint32_t S, int decode, gpu_stream st);
+/* layer.c: the launches of a forward call, lists and scratch already in place. */
+metrale_status qwen3_ssm_forward(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, metrale_part part,
+                                 gpu_ptr x, gpu_ptr y, uint32_t T, uint32_t S, int decode, gpu_stream st);
+/* graphs.c: a decode step, replayed from a recording where the backend has graphs. */
+metrale_status qwen3_ssm_decode_step(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool,
+                                     metrale_part part, gpu_ptr x, gpu_ptr y, uint32_t batch,
+                                     gpu_stream st);
+/* graphs.c: 1 when decode steps are recorded and replayed. */
+int qwen3_ssm_graphs_used(const metrale_qwen3_ssm_layer *L);
+/* graphs.c: forgets every recording (their scratch is about to go, or the layer). */
+void qwen3_ssm_graphs_clear(metrale_qwen3_ssm_layer *L);
 /* ffn.c: out[T,H] = res + FFN(xn) for T tokens. */
 metrale_status qwen3_ssm_ffn(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
                              uint32_t T, gpu_stream st);

@@ -78,6 +78,7 @@ metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T,
     free(lists);
     return s;
   }
+  qwen3_ssm_graphs_clear(L); /* they point into the old block */
   metrale_free(L->dev, L->scratch_block);
   free(L->lists_host);
   L->lists_host = lists;

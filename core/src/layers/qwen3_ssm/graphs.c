@@ -1,0 +1,66 @@
+/* Decode steps replayed from recorded graphs.
+ *
+ * Once its slot list is on the device (layer.c, upload_lists) a decode step is launches
+ * only: three for the mixer at the a3b shape, about a dozen for the whole MoE layer.  On
+ * a backend with graphs the layer records a step the first time it meets its
+ * (part, pool, x, y, batch, stream) and from then on replays the recording with one
+ * call.  The launches read the slot list, the input and the state from device memory
+ * when they run, and their arguments are exactly the eager ones, so a replay computes
+ * what the eager launches would.  Recordings die with the scratch buffers they point
+ * into (qwen3_ssm_graphs_clear) and with the layer. */
+#include <string.h>
+
+#include "layer.h"
+
+static int same_key(const qwen3_ssm_graph *a, const qwen3_ssm_graph *b) {
+  return a->part == b->part && a->pool == b->pool && a->conv == b->conv && a->rec == b->rec &&
+         a->x == b->x && a->y == b->y && a->batch == b->batch && a->st == b->st;
+}
+
+void qwen3_ssm_graphs_clear(metrale_qwen3_ssm_layer *L) {
+  gpu_backend *be = metrale_device_backend(L->dev);
+  for (unsigned i = 0; i < QWEN3_SSM_GRAPHS; i++) {
+    if (L->graphs[i].graph) be->vt->graph_destroy(be, L->graphs[i].graph);
+    memset(&L->graphs[i], 0, sizeof L->graphs[i]);
+  }
+  L->graph_next = 0;
+}
+
+int qwen3_ssm_graphs_used(const metrale_qwen3_ssm_layer *L) {
+  return !L->graphs_off && metrale_device_has_graphs(L->dev);
+}
+
+metrale_status qwen3_ssm_decode_step(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool,
+                                     metrale_part part, gpu_ptr x, gpu_ptr y, uint32_t batch,
+                                     gpu_stream st) {
+  if (!qwen3_ssm_graphs_used(L)) return qwen3_ssm_forward(L, pool, part, x, y, batch, batch, 1, st);
+  gpu_backend *be = metrale_device_backend(L->dev);
+  qwen3_ssm_graph key = {.part = part, .pool = pool, .conv = metrale_state_pool_conv(pool),
+                         .rec = metrale_state_pool_recurrent(pool), .x = x, .y = y,
+                         .batch = batch, .st = st};
+  for (unsigned i = 0; i < QWEN3_SSM_GRAPHS; i++)
+    if (L->graphs[i].graph && same_key(&L->graphs[i], &key))
+      return be->vt->graph_launch(be, L->graphs[i].graph, st);
+
+  /* Record.  Nothing runs while recording, so a failure leaves every slot as it was. */
+  METRALE_RETURN_IF_ERROR(be->vt->graph_begin(be, st));
+  metrale_status s = qwen3_ssm_forward(L, pool, part, x, y, batch, batch, 1, st);
+  gpu_graph g = NULL;
+  metrale_status e = be->vt->graph_end(be, st, s ? NULL : &g);
+  if (s) {
+    metrale_status_free(e);
+    return s;
+  }
+  if (e) return metrale_status_annotate(e, "recording a decode step of batch %u", batch);
+  qwen3_ssm_graph *slot = &L->graphs[L->graph_next];
+  L->graph_next = (L->graph_next + 1) % QWEN3_SSM_GRAPHS;
+  if (slot->graph) be->vt->graph_destroy(be, slot->graph);
+  *slot = key;
+  slot->graph = g;
+  return be->vt->graph_launch(be, g, st);
+}
+
+void metrale_qwen3_ssm_layer_set_graphs(metrale_qwen3_ssm_layer *L, int on) {
+  L->graphs_off = !on;
+  if (!on) qwen3_ssm_graphs_clear(L);
+}
