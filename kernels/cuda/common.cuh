@@ -48,6 +48,25 @@ constexpr int mk_find(const char *name) {
   return -1;
 }
 
+/* METRALE_KERNEL_SHARED rows: the dynamic shared memory a kernel is launched with. */
+struct mk_shared_row {
+  const char *name;
+  unsigned bytes;
+};
+constexpr mk_shared_row mk_shared_rows[] = {
+#define METRALE_KERNEL(id, module, block, sig, req, fallback, contract)
+#define METRALE_KERNEL_SHARED(id, bytes) {#id, bytes},
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL_SHARED
+#undef METRALE_KERNEL
+    {"", 0},
+};
+constexpr unsigned mk_shared(const char *name) {
+  for (unsigned i = 0; i + 1 < sizeof mk_shared_rows / sizeof mk_shared_rows[0]; i++)
+    if (mk_streq(mk_shared_rows[i].name, name)) return mk_shared_rows[i].bytes;
+  return 0;
+}
+
 /* The manifest block size of a kernel: kernels are compiled for exactly that many
  * threads (0 for a name the manifest lacks, which fails the launch-bounds check). */
 constexpr unsigned mk_block(const char *name) {

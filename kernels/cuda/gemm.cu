@@ -76,6 +76,12 @@ constexpr unsigned GROUP_M = 8; /* tile rows a wave of blocks walks together */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+/* The launch's dynamic shared memory (kernels.def METRALE_KERNEL_SHARED), its base
+ * rounded up to 1024 bytes for the swizzled tiles: the rows ask for 1 KiB more. */
+extern __shared__ __align__(16) unsigned char gemm_dyn_smem[];
+__device__ __forceinline__ uint32_t dyn_smem_base() {
+  return (smem_addr(gemm_dyn_smem) + 1023u) & ~1023u;
+}
 
 /* 16 bytes global -> shared without registers; bytes = 0 writes zeros (outside the matrix). */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, uint32_t bytes) {
@@ -208,8 +214,8 @@ __device__ __forceinline__ void store2(void *y, unsigned N, unsigned row, unsign
 }
 
 /* One BM x BN output tile per block of 8 warps (4 along M x 2 along N), STAGES-deep
- * ring of (x tile, w tile) stages. */
-template <unsigned BM, unsigned BN, unsigned STAGES, typename XT, bool F32_OUT>
+ * ring of (x tile, w tile) stages, in static shared memory or (DYN) the launch's. */
+template <unsigned BM, unsigned BN, unsigned STAGES, typename XT, bool F32_OUT, bool DYN = false>
 __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
                                           const bf16 *__restrict__ w, unsigned M, unsigned N,
                                           unsigned K) {
@@ -217,8 +223,8 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
   static_assert(MI >= 1 && NI % 2 == 0, "warp tile");
   constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
   constexpr unsigned STAGE = A_BYTES + B_BYTES;
-  static_assert(STAGES >= 2 && STAGES * STAGE <= 48u * 1024u, "static shared memory");
-  __shared__ __align__(128) unsigned char smem[STAGES * STAGE];
+  static_assert(STAGES >= 2 && (DYN || STAGES * STAGE <= 48u * 1024u), "static shared memory");
+  __shared__ __align__(128) unsigned char smem[DYN ? 16u : STAGES * STAGE];
 
   unsigned tm, tn;
   tile_of_block(tm, tn);
@@ -228,7 +234,7 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
   const unsigned wm = warp >> 1, wn = warp & 1u;
   const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
   const unsigned KT = (K + BK - 1) / BK;
-  const uint32_t s0 = smem_addr(smem);
+  const uint32_t s0 = DYN ? dyn_smem_base() : smem_addr(smem);
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -377,8 +383,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 /* 128x128 tile, two warpgroups of 64 rows each, m64n128k16 per k16 step; the stages
- * are those of tc::gemm_tile.  bf16 x: A from shared memory; f32 x: A split into hi and
- * lo in registers (two MMAs). */
+ * are those of tc::gemm_tile, in the launch's dynamic shared memory.  bf16 x: A from
+ * shared memory; f32 x: A split into hi and lo in registers (two MMAs). */
 template <unsigned STAGES, typename XT, bool F32_OUT>
 __device__ __forceinline__ void gemm_tile128(void *y, const XT *__restrict__ x,
                                              const bf16 *__restrict__ w, unsigned M, unsigned N,
@@ -387,8 +393,7 @@ __device__ __forceinline__ void gemm_tile128(void *y, const XT *__restrict__ x,
   constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
   constexpr unsigned STAGE = A_BYTES + B_BYTES;
   static_assert(STAGE % 512u == 0 && A_BYTES % 512u == 0, "swizzle atoms stay aligned");
-  static_assert(STAGES >= 2 && STAGES * STAGE <= 48u * 1024u, "static shared memory");
-  __shared__ __align__(1024) unsigned char smem[STAGES * STAGE];
+  static_assert(STAGES >= 2, "a ring");
 
   unsigned tm, tn;
   tile_of_block(tm, tn);
@@ -397,7 +402,7 @@ __device__ __forceinline__ void gemm_tile128(void *y, const XT *__restrict__ x,
   const unsigned lane = threadIdx.x % 32u, wgi = threadIdx.x / 128u, wq = (threadIdx.x / 32u) % 4u;
   const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
   const unsigned KT = (K + BK - 1) / BK;
-  const uint32_t s0 = smem_addr(smem);
+  const uint32_t s0 = dyn_smem_base();
 
   float acc[64];
 #pragma unroll
@@ -759,16 +764,21 @@ MK_KERNEL(gemm_f32in)(float *y, const float *x, const bf16 *w, unsigned m, unsig
 MK_CHECK(gemm_f32in, gemm);
 
 #if MK_GEMM_MMA
-/* 128x128 tiles: 64 accumulators a thread; two blocks an SM (<= 128 registers, 48 KiB). */
+/* 128x128 tiles: 64 accumulators a thread; two blocks an SM (<= 128 registers; the
+ * stages in dynamic shared memory, two blocks fit an sm_80 SM's 164 KiB). */
 #define MK_KERNEL_T128(name) \
   extern "C" __global__ void __launch_bounds__(mk_block(#name), 2) name
+constexpr unsigned kT128StagesBf16 = 4, kT128StagesF32 = 3;
+static_assert(mk_shared("gemm_bf16_t128") == kT128StagesBf16 * 128u * (64u + 64u) + 1024u &&
+                  mk_shared("gemm_f32in_t128") == kT128StagesF32 * 128u * (128u + 64u) + 1024u,
+              "kernels.def METRALE_KERNEL_SHARED rows: the stages plus 1 KiB of alignment");
 
 MK_KERNEL_T128(gemm_bf16_t128)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,
                                unsigned k) {
 #if MK_GEMM_WGMMA
-  wg::gemm_tile128<3, bf16, false>(y, x, w, m, n, k);
+  wg::gemm_tile128<kT128StagesBf16, bf16, false>(y, x, w, m, n, k);
 #else
-  tc::gemm_tile<128, 128, 3, bf16, false>(y, x, w, m, n, k);
+  tc::gemm_tile<128, 128, kT128StagesBf16, bf16, false, true>(y, x, w, m, n, k);
 #endif
 }
 MK_CHECK(gemm_bf16_t128, gemm);
@@ -776,9 +786,9 @@ MK_CHECK(gemm_bf16_t128, gemm);
 MK_KERNEL_T128(gemm_f32in_t128)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n,
                                 unsigned k) {
 #if MK_GEMM_WGMMA
-  wg::gemm_tile128<2, float, true>(y, x, w, m, n, k);
+  wg::gemm_tile128<kT128StagesF32, float, true>(y, x, w, m, n, k);
 #else
-  tc::gemm_tile<128, 128, 2, float, true>(y, x, w, m, n, k);
+  tc::gemm_tile<128, 128, kT128StagesF32, float, true, true>(y, x, w, m, n, k);
 #endif
 }
 MK_CHECK(gemm_f32in_t128, gemm);

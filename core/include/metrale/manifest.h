@@ -33,6 +33,7 @@ typedef struct metrale_kernel_info {
   metrale_requirement requirement;
   const char *fallback;
   const char *contract;
+  uint32_t shared_bytes; /* dynamic shared memory of every launch (METRALE_KERNEL_SHARED) */
   /* parsed signature */
   uint32_t nargs;
   gpu_arg_kind arg_kinds[METRALE_MAX_KERNEL_ARGS];

@@ -138,7 +138,8 @@ metrale_status metrale_launch(metrale_device *dev, metrale_kernel_id id, gpu_ker
                          info->module, info->name);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return METRALE_OK; /* empty work */
   gpu_dim3 block = {info->block, 1, 1};
-  metrale_status s = dev->be->vt->launch(dev->be, kernel, grid, block, 0, stream, args, nargs);
+  metrale_status s =
+      dev->be->vt->launch(dev->be, kernel, grid, block, info->shared_bytes, stream, args, nargs);
   if (s) return metrale_status_annotate(s, "launch of %s.%s", info->module, info->name);
   return METRALE_OK;
 }

@@ -13,6 +13,19 @@ static metrale_kernel_info table[METRALE_K_COUNT] = {
 #undef METRALE_KERNEL
 };
 
+/* METRALE_KERNEL_SHARED rows, and an end mark (C has no empty initialisers). */
+static const struct {
+  metrale_kernel_id id;
+  uint32_t bytes;
+} shared_rows[] = {
+#define METRALE_KERNEL(id_, module_, block_, sig_, req_, fallback_, contract_)
+#define METRALE_KERNEL_SHARED(id_, bytes_) {METRALE_K_##id_, bytes_},
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL_SHARED
+#undef METRALE_KERNEL
+    {METRALE_K_COUNT, 0},
+};
+
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
 static int parse_failed; /* a malformed kernels.def row; caught by the unit tests */
 
@@ -52,6 +65,7 @@ static void parse_all(void) {
     }
     info->nargs = n;
   }
+  for (size_t i = 0; shared_rows[i].id != METRALE_K_COUNT; i++) table[shared_rows[i].id].shared_bytes = shared_rows[i].bytes;
 }
 
 const metrale_kernel_info *metrale_kernel_info_get(metrale_kernel_id id) {
