@@ -4,29 +4,32 @@
  * (G_i = g_0 + ... + g_i) the token recurrence of delta_rule_prefill rearranges into
  *   A = strictly_lower(beta_i (k_i.k_j) e^(G_i - G_j)),  T = (I + A)^-1
  *   M = lower_with_diagonal((q_i.k_j) e^(G_i - G_j))
+ *   W = T diag(beta) (K * e^G),  U = T diag(beta) V            (the WY factors)
  * and, from the state S at the chunk start,
- *   D = T diag(beta) (V - (K * e^G) S)     the corrections d_i of the chunk's tokens
+ *   D = U - W S                            the corrections d_i of the chunk's tokens
  *   O = (Q * e^G) S + M D
  *   S = e^(G_L) S + (K * e^(G_L - G))^T D
- * (D = U - W S with the WY factors U = T diag(beta) V, W = T diag(beta) (K * e^G)).
  * Every exponent is of a difference G_i - G_j with j <= i, or of G itself, so nothing
  * overflows however strong the decay.
  *
- * Phase 0, one block per (chunk, value head), all chunks at once: G, then K K^T and Q K^T
- * on tensor cores, A and M, and T by forward substitution (one thread per column of T).
- * T, M and G go to the workspace.  Phase 1, one block per (sequence, value head, 16 value
- * columns; two blocks per SM): the chunks of the sequence in order, the block's [dk, 16]
- * slice of S kept in mma accumulators from the first chunk to the last, so the state is
- * read and written once per sequence.  A chunk step's operands that do not depend on S are
- * loaded ahead of their use (see scan_chunks).
+ * Phase 0, one block per (chunk, value head), all chunks at once, does everything that
+ * does not depend on S: G, K K^T and Q K^T, A, M, T by forward substitution, W and U, and
+ * writes -W, Qs = Q e^G, Kd^T = (K e^(G_L - G))^T and M as ready-made A fragments of
+ * mma.sync m16n8k16 (see the record below), U in f32 and e^(G_L).  Phase 1, one block per
+ * (sequence, value head, 16 or 32 value columns), walks the chunks in order with the
+ * block's [dk, cols] slice of S in mma accumulators; a chunk step only loads fragments
+ * and multiplies (D = U + (-W) S, O = Qs S + M D, S = e^(G_L) S + Kd^T D).
  *
- * Products are mma.sync m16n8k8 with f32 accumulation and every f32 operand split into
- * a tf32 part and a remainder the tensor core reads as tf32 (three products per tile: about
- * f32 accuracy, see split and mma3); the state, the
- * decays and every sum stay f32.  Inside each 8-wide k step
- * the logical k = t and t + 4 of lane (g = lane/4, t = lane%4) are the memory columns 2t
- * and 2t + 1: A fragments then come from global (or shared) memory as float2, and B
- * fragments from shared rows of stride 20 floats without bank conflicts.
+ * Accuracy: phase 0's products are mma.sync m16n8k8 tf32 with every operand split in two
+ * (three products per tile); phase 1's operands are split into two bf16 parts,
+ * x = hi + lo (hi = bf16(x), lo = bf16(x - hi): about 17 significant bits), and each tile
+ * product is hi*hi + hi*lo + lo*hi on m16n8k16 bf16 with f32 accumulation (about 2^-17
+ * relative per product).  Plain tf32 or bf16 products (2^-11, 2^-8) are not enough: their
+ * rounding noise, amplified by the gated norm on heads whose output nearly cancels, moves
+ * the layer output by 1e-3 between runs whose inputs differ in the last bits.  The state,
+ * decays and every sum stay f32.  Phase 1's A operands are split once, in phase 0, and
+ * stored as the fragment registers themselves; its B operands (S, D) are split once per
+ * chunk step by the block into shared memory.
  *
  * CUDA only (inline PTX): for HIP this file compiles to nothing, the kernel is absent
  * and the layer takes gdn.delta_rule_prefill. */
@@ -39,34 +42,41 @@ constexpr unsigned kBlock = mk_block("delta_rule_prefill_chunked");
 static_assert(kBlock == 128, "the chunked delta rule is written for 4 warps of 32 lanes");
 constexpr unsigned kCh = 64;  /* tokens per chunk */
 constexpr unsigned kDk = 128; /* largest key head dim */
-constexpr unsigned kLdA = 68; /* row stride of A in phase 0: 16-byte rows */
+constexpr unsigned kDv = 128; /* largest value head dim */
+constexpr unsigned kLdA = 68; /* row stride of A, T and the product slabs in phase 0 */
 
-/* Workspace record of one (chunk, value head): T [64,64], M [64,64], G [64] (f32). */
-constexpr size_t kRecT = 0, kRecM = (size_t)kCh * kCh, kRecG = 2 * (size_t)kCh * kCh;
-constexpr size_t kRec = 2 * (size_t)kCh * kCh + kCh;
-static_assert(kRec * 4 == 33024, "kernels.def states the record size");
+/* Workspace record of one (chunk, value head), in 32-bit words.  A fragment tile is one
+ * 16x16 A operand of m16n8k16: lane l's 8 words at 8 l are its four hi registers then
+ * its four lo registers (two bf16 each, the lower column in the low half).
+ *   -W    [64 tokens, 128 dk]: tiles (m = token/16, k = dk/16) at kRecW + (8 m + k) tiles
+ *   Qs    [64 tokens, 128 dk]: likewise at kRecQ
+ *   Kd^T  [128 dk, 64 tokens]: tiles (m = dk/16, k = token/16) at kRecK + (4 m + k) tiles
+ *   M     [64, 64]: tiles (m, k <= m) at kRecM + (4 m + k) tiles
+ *   U     f32 [64 tokens, 128 value columns] at kRecU; e^(G_L) f32 at kRecG.
+ * The record is a whole number of 128-byte lines.
+ * Rows past the chunk's L tokens and columns past dk are zero; tiles wholly past dk, and
+ * M's tiles above the diagonal, are not written. */
+constexpr size_t kTile = 256;
+constexpr size_t kRecW = 0, kRecQ = kRecW + 32 * kTile, kRecK = kRecQ + 32 * kTile;
+constexpr size_t kRecM = kRecK + 32 * kTile, kRecU = kRecM + 16 * kTile;
+constexpr size_t kRecG = kRecU + (size_t)kCh * kDv, kRec = kRecG + 32; /* 128-byte lines */
+static_assert(kRec * 4 == 147584, "kernels.def states the record size");
 
-/* Phase 1 with NT 8-column tiles of value columns per block (NT = 2): B operands (S, E, D)
- * sit in shared rows of stride 8 NT + 4 floats (a lane's (8 k + 2 t) row and g column fall
- * in distinct banks).  The chunk's T and M also go to shared memory, only the 16-row tiles
- * up to the diagonal (kTri floats each; warp w's rows at tri_off(w) with stride 16 w + 24,
- * which keeps the float2 A-fragment reads conflict-free). */
-constexpr unsigned kTri = 3072;
+/* Phase 1 with NT 8-column tiles of value columns per block (2 or 4): S and D as packed
+ * (hi, lo) bf16 words in shared memory, transposed ([column][k], strides 136 and 72: a
+ * lane's two 8-byte reads (column g, k 2t..) fall in distinct banks). */
 template <unsigned NT> struct layout1 {
-  static constexpr unsigned LD = 8 * NT + 4;
-  static constexpr unsigned S = 0, E = S + kDk * LD, D = E + kCh * LD, V = D + kCh * LD;
-  static constexpr unsigned T = V + 3 * kCh, M = T + kTri, end = M + kTri;
-  static_assert(T % 4 == 0 && M % 4 == 0, "16-byte copies into T and M");
+  static constexpr unsigned BV = 8 * NT, LS = kDk + 8, LD = kCh + 8;
+  static constexpr unsigned S = 0, D = S + BV * LS, end = D + BV * LD;
 };
-__device__ __forceinline__ unsigned tri_off(unsigned w) { return 128 * w * (w + 2); }
-__device__ __forceinline__ unsigned tri_ld(unsigned w) { return 16 * w + 24; }
 
-/* Shared memory (floats): phase 0 uses g, beta, A and T's columns; phase 1 the layout above. */
-constexpr unsigned kSmem0 = 2 * kCh + kCh * kLdA + kCh * kCh;
-constexpr unsigned kSmem = kSmem0 > layout1<2>::end ? kSmem0 : layout1<2>::end;
-static_assert(kSmem * 4 <= 48 * 1024, "static shared memory of one block");
+/* Shared memory (words): phase 0 uses G, beta, two scale rows, A (then the product slabs)
+ * and T; phase 1 the layout above. */
+constexpr unsigned kSmem0 = 4 * kCh + 2 * kCh * kLdA;
+constexpr unsigned kSmem = kSmem0 > layout1<4>::end ? kSmem0 : layout1<4>::end;
+static_assert(kSmem * 4 <= 48 * 1024 && layout1<2>::end <= kSmem, "static shared memory of one block");
 
-#ifndef GDN_CHUNKED_EMULATED /* a host emulation supplies these two */
+#ifndef GDN_CHUNKED_EMULATED /* a host emulation supplies these */
 __device__ __forceinline__ float tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
@@ -82,20 +92,24 @@ __device__ __forceinline__ void mma(float d[4], const float a[4], const float b[
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
 }
 
+/* d += a b on one 16x8x16 tile of bf16 pairs. */
+__device__ __forceinline__ void mma16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* bf16(x0) in the low half, bf16(x1) in the high half, rounded to nearest even. */
+__device__ __forceinline__ uint32_t bf16x2_rn(float x0, float x1) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+  return r;
+}
+
 __device__ __forceinline__ void prefetch_l2(const void *ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
 }
-
-/* Asynchronous global -> shared copies of N bytes (8 or 16); cp_async_wait() waits for all
- * of this thread's. */
-template <unsigned N> __device__ __forceinline__ void cp_async(float *dst, const float *src) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  if (N == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 #endif
 
 __device__ __forceinline__ float2 ld2(const float *p) {
@@ -167,22 +181,9 @@ __device__ __forceinline__ void b_shared(const float *Bs, unsigned col, unsigned
   split<RN>(Bs[(col + 1) * LD + 8 * nt + g], bh[1], bl[1]);
 }
 
-/* Loads of A rows pa, pb (null: a zero row) for the k steps k0 .. k0+3 below nks. */
-__device__ __forceinline__ void load_rows(float2 buf[4][2], const float *pa, const float *pb,
-                                          unsigned k0, unsigned nks, unsigned t) {
-#pragma unroll
-  for (unsigned q = 0; q < 4; q++) {
-    const bool ok = k0 + q < nks;
-    const unsigned col = 8 * (k0 + q) + 2 * t;
-    buf[q][0] = ok && pa ? ld2(pa + col) : make_float2(0.0f, 0.0f);
-    buf[q][1] = ok && pb ? ld2(pb + col) : make_float2(0.0f, 0.0f);
-  }
-}
-
 /* acc[nt] += A B for a warp's 16-row tile (this lane's rows pa, pb, in shared memory)
- * times B in shared memory (k rows, the block's NT 8-column tiles), over k steps [0, nks).
- * lo parts rounded here: with them in f32 ptxas spills (the state update's K^T operands
- * are live across this product). */
+ * times B in shared memory (k rows, NT 8-column tiles), over k steps [0, nks); phase 0's
+ * W and U. */
 template <unsigned NT, unsigned LD>
 __device__ __forceinline__ void shared_rows_times_shared(float acc[NT][4], const float *pa,
                                                          const float *pb, const float *Bs,
@@ -207,53 +208,86 @@ __device__ __forceinline__ void shared_rows_times_shared(float acc[NT][4], const
   }
 }
 
-/* ae += (K rows * ska, skb) S and ao += (Q rows * sqa, sqb) S in one pass over the k steps
- * [0, nks) (two independent products per B fragment).  ck, cq hold the first four k steps'
- * rows on entry (loaded a chunk step ahead); the next four are in flight while the current
- * four are multiplied. */
-template <unsigned NT, unsigned LD>
-__device__ __forceinline__ void kq_times_state(float ae[NT][4], float ao[NT][4], float2 ck[4][2],
-                                               float2 cq[4][2], const float *ka, const float *kb,
-                                               const float *qa, const float *qb, float ska,
-                                               float skb, float sqa, float sqb, const float *Ss,
-                                               unsigned nks, const bool ntv[NT], const lane_ids &l) {
-#pragma unroll 1
-  for (unsigned k0 = 0; k0 < nks; k0 += 4) {
-    float2 nk[4][2], nq[4][2];
-    load_rows(nk, ka, kb, k0 + 4, nks, l.t);
-    load_rows(nq, qa, qb, k0 + 4, nks, l.t);
+/* x = hi + lo in bf16 for x0 (low halves) and x1 (high halves). */
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+  hi = bf16x2_rn(x0, x1);
+  lo = bf16x2_rn(x0 - bf16_lo(hi), x1 - bf16_hi(hi));
+}
+
+/* An A fragment tile of mma.sync m16n8k16 from two m16n8 accumulator tiles c0 (columns
+ * 0-7) and c1 (8-15) of this lane, times sc, stored as the record's tile. */
+__device__ __forceinline__ void put_acc_tile(uint32_t *tile, unsigned lane, const float c0[4],
+                                             const float c1[4], float sc) {
+  uint4 h, lo;
+  split2(sc * c0[0], sc * c0[1], h.x, lo.x);
+  split2(sc * c0[2], sc * c0[3], h.y, lo.y);
+  split2(sc * c1[0], sc * c1[1], h.z, lo.z);
+  split2(sc * c1[2], sc * c1[3], h.w, lo.w);
+  uint4 *p = reinterpret_cast<uint4 *>(tile + 8 * lane);
+  p[0] = h;
+  p[1] = lo;
+}
+
+struct frag {
+  uint32_t h[4], l[4];
+};
+__device__ __forceinline__ frag ld_tile(const uint32_t *tile, unsigned lane) {
+  const uint4 *p = reinterpret_cast<const uint4 *>(tile + 8 * lane);
+  const uint4 a = __ldg(p), b = __ldg(p + 1);
+  frag f;
+  f.h[0] = a.x, f.h[1] = a.y, f.h[2] = a.z, f.h[3] = a.w;
+  f.l[0] = b.x, f.l[1] = b.y, f.l[2] = b.z, f.l[3] = b.w;
+  return f;
+}
+
+/* Packed (hi, lo) words of x0 at (column n, k) and x1 at (n + 1, k), stride ld. */
+__device__ __forceinline__ void put_pair_t(uint32_t *base, unsigned ld, unsigned n, unsigned k,
+                                           float x0, float x1) {
+  uint32_t h, lo;
+  split2(x0, x1, h, lo);
+  base[n * ld + k] = __byte_perm(h, lo, 0x5410);
+  base[(n + 1) * ld + k] = __byte_perm(h, lo, 0x7632);
+}
+
+/* B fragment (k 2t, 2t + 1 and 2t + 8, 2t + 9 of a 16-row step) of column row `col`. */
+__device__ __forceinline__ void b_frag(const uint32_t *col, unsigned t, uint32_t bh[2],
+                                       uint32_t bl[2]) {
+  const uint2 x = *reinterpret_cast<const uint2 *>(col + 2 * t);
+  const uint2 y = *reinterpret_cast<const uint2 *>(col + 8 + 2 * t);
+  bh[0] = __byte_perm(x.x, x.y, 0x5410);
+  bl[0] = __byte_perm(x.x, x.y, 0x7632);
+  bh[1] = __byte_perm(y.x, y.y, 0x5410);
+  bl[1] = __byte_perm(y.x, y.y, 0x7632);
+}
+
+/* d += a b close to f32 is three products, lo*hi, hi*lo, hi*hi (pass 0, 1, 2; lo*lo is
+ * below the split's own error), each tile's a pass apart so that independent mma fill
+ * the latency between them. */
+__device__ __forceinline__ void mma_part(float d[4], const frag &a, const uint32_t bh[2],
+                                         const uint32_t bl[2], unsigned pass) {
+  mma16(d, pass == 0 ? a.l : a.h, pass == 1 ? bl : bh);
+}
+
+/* ---- phase 0: everything of one chunk that does not depend on S -------------------- */
+
+/* This thread's 8 float4 of slab sl (64 tokens x 64 columns: K's columns 64 sl.. for
+ * sl < nsk, else V's columns 64 (sl - nsk)..), zero past L tokens and past dk / dv. */
+__device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, unsigned nsk, const float *K,
+                                          const float *V, unsigned L, const shape &p,
+                                          unsigned tid) {
+  const bool isk = sl < nsk;
+  const unsigned cs = 64 * (isk ? sl : sl - nsk), lim = isk ? p.dk : p.dv;
+  const float *src = isk ? K : V;
 #pragma unroll
-    for (unsigned q = 0; q < 4; q++) {
-      if (k0 + q < nks) {
-        const unsigned col = 8 * (k0 + q) + 2 * l.t;
-        const float a[4] = {ck[q][0].x * ska, ck[q][1].x * skb, ck[q][0].y * ska, ck[q][1].y * skb};
-        const float b[4] = {cq[q][0].x * sqa, cq[q][1].x * sqb, cq[q][0].y * sqa, cq[q][1].y * sqb};
-        float ah[4], al[4], bh4[4], bl4[4];
-        split_a(a, ah, al);
-        split_a(b, bh4, bl4);
-#pragma unroll
-        for (unsigned nt = 0; nt < NT; nt++) {
-          if (ntv[nt]) {
-            float bh[2], bl[2];
-            b_shared<LD>(Ss, col, nt, l.g, bh, bl);
-            mma3(ae[nt], ah, al, bh, bl);
-            mma3(ao[nt], bh4, bl4, bh, bl);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (unsigned q = 0; q < 4; q++) {
-      ck[q][0] = nk[q][0], ck[q][1] = nk[q][1];
-      cq[q][0] = nq[q][0], cq[q][1] = nq[q][1];
-    }
+  for (unsigned u = 0; u < 8; u++) {
+    const unsigned i = tid + kBlock * u, r = i / 16, c = cs + 4 * (i % 16);
+    v[u] = r < L && c < lim ? __ldg(reinterpret_cast<const float4 *>(src + r * p.C + c))
+                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 }
 
-/* ---- phase 0: T, M and G of one chunk ---------------------------------------------- */
-
 __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
-                                           const float *beta, const int *cu, float *ws,
+                                           const float *beta, const int *cu, float *wsf,
                                            const shape &p) {
   const unsigned h = blockIdx.x % p.nv;
   const size_t j = blockIdx.x / p.nv;
@@ -273,15 +307,21 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const unsigned kh = h / (p.nv / p.nk);
   const float *Q = qkv + t0 * p.C + (size_t)kh * p.dk;
   const float *K = qkv + t0 * p.C + (size_t)(p.nk + kh) * p.dk;
-  float *rec = ws + (j * p.nv + h) * kRec;
-  float *gs = sm, *bs = sm + kCh, *As = sm + 2 * kCh, *Xs = As + kCh * kLdA;
+  const float *V = qkv + t0 * p.C + 2 * (size_t)p.nk * p.dk + (size_t)h * p.dv;
+  uint32_t *rec = reinterpret_cast<uint32_t *>(wsf) + (j * p.nv + h) * kRec;
+  float *gs = sm, *bs = sm + kCh, *sw = sm + 2 * kCh, *sd = sm + 3 * kCh;
+  float *As = sm + 4 * kCh, *Xs = As + kCh * kLdA;
   const lane_ids l = lanes();
+  const unsigned lane = l.tid & 31;
 
-  { /* the chunk's q and k rows start their way to L2 while G is summed */
-    const unsigned lk = (p.dk + 31) / 32; /* 128-byte lines per row */
-    for (unsigned i = l.tid; i < L * 2 * lk; i += kBlock) {
-      const unsigned r = i / (2 * lk), c = i % (2 * lk);
-      prefetch_l2(c < lk ? Q + r * p.C + 32 * c : K + r * p.C + 32 * (c - lk));
+  { /* the chunk's q, k and v rows start their way to L2 while G is summed */
+    const unsigned lk = (p.dk + 31) / 32, lv = (p.dv + 31) / 32; /* 128-byte lines per row */
+    const unsigned per = 2 * lk + lv;
+    for (unsigned i = l.tid; i < L * per; i += kBlock) {
+      const unsigned r = i / per, c = i % per;
+      prefetch_l2(c < lk       ? Q + r * p.C + 32 * c
+                  : c < 2 * lk ? K + r * p.C + 32 * (c - lk)
+                               : V + r * p.C + 32 * (c - 2 * lk));
     }
   }
   if (l.tid < kCh) {
@@ -294,14 +334,17 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   if (l.tid < kCh)
     for (unsigned i = 0; i <= l.tid; i++) G += gs[i];
   __syncthreads();
-  if (l.tid < kCh) {
-    gs[l.tid] = G;
-    rec[kRecG + l.tid] = G;
-  }
+  if (l.tid < kCh) gs[l.tid] = G;
   __syncthreads();
+  if (l.tid < kCh) {
+    const bool in = l.tid < L;
+    sw[l.tid] = in ? bs[l.tid] * expf(G) : 0.0f;       /* rows of W's right factor */
+    sd[l.tid] = in ? expf(gs[kCh - 1] - G) : 0.0f;     /* columns of Kd^T */
+    if (l.tid == 0) rec[kRecG] = __float_as_uint(expf(gs[kCh - 1]));
+  }
 
-  /* Warp w: rows 16w..16w+15 of K K^T and Q K^T, column tiles up to the diagonal; one k
-   * step per iteration, its ten loads issued together. */
+  /* Warp w: rows 16w..16w+15 of K K^T and Q K^T, column tiles up to the diagonal; four k
+   * steps per iteration, their loads issued together. */
   const unsigned ra = 16 * l.w + l.g, rb = ra + 8;
   const unsigned ntiles = 2 * l.w + 2;
   float kk[8][4], qk[8][4];
@@ -311,10 +354,10 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     for (unsigned e = 0; e < 4; e++) kk[nt][e] = qk[nt][e] = 0.0f;
   const unsigned nks = p.dk / 8;
 #pragma unroll 1
-  for (unsigned k0 = 0; k0 < nks; k0++) {
-    float2 ka[1], kb[1], qa[1], qb[1], kn[1][8];
+  for (unsigned k0 = 0; k0 < nks; k0 += 4) {
+    float2 ka[4], kb[4], qa[4], qb[4], kn[4][8];
 #pragma unroll
-    for (unsigned q = 0; q < 1; q++) {
+    for (unsigned q = 0; q < 4; q++) {
       const bool ok = k0 + q < nks;
       const unsigned col = 8 * (k0 + q) + 2 * l.t;
       ka[q] = ld2_if(ok && ra < L, K + ra * p.C + col);
@@ -326,7 +369,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         kn[q][nt] = ld2_if(ok && nt < ntiles && 8 * nt + l.g < L, K + (8 * nt + l.g) * p.C + col);
     }
 #pragma unroll
-    for (unsigned q = 0; q < 1; q++) {
+    for (unsigned q = 0; q < 4; q++) {
       if (k0 + q < nks) {
         const float ak[4] = {ka[q].x, kb[q].x, ka[q].y, kb[q].y};
         const float aq[4] = {qa[q].x, qb[q].x, qa[q].y, qb[q].y};
@@ -358,15 +401,26 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         m[e] = lower ? qk[nt][e] * decay : 0.0f;
         As[r * kLdA + c] = lower && c < r ? bs[r] * kk[nt][e] * decay : 0.0f;
       }
-      *reinterpret_cast<float2 *>(rec + kRecM + ra * kCh + 8 * nt + 2 * l.t) = make_float2(m[0], m[1]);
-      *reinterpret_cast<float2 *>(rec + kRecM + rb * kCh + 8 * nt + 2 * l.t) = make_float2(m[2], m[3]);
+#pragma unroll
+      for (unsigned e = 0; e < 4; e++) qk[nt][e] = m[e];
     }
   }
+  /* M's 16x16 tiles up to the diagonal (the rest is zero and never read) */
+#pragma unroll
+  for (unsigned kb = 0; kb < 4; kb++)
+    if (kb <= l.w) put_acc_tile(rec + kRecM + (l.w * 4 + kb) * kTile, lane, qk[2 * kb], qk[2 * kb + 1], 1.0f);
   __syncthreads();
+
+
+  /* The first slab of W's and U's right factors (below) is loaded during the substitution. */
+  const unsigned nsk = (p.dk + 63) / 64, nsv = (p.dv + 63) / 64;
+  float4 slab[8];
+  load_slab(slab, 0, nsk, K, V, L, p, l.tid);
 
   /* T = (I + A)^-1, column c by thread c: x_i = [i == c] - sum_{j<i} A_ij x_j, the column
    * kept in shared memory (Xs[i][c]: a warp's accesses fall in distinct banks), A rows
-   * read as float4 broadcasts.  A at or above the diagonal is never read. */
+   * read as float4 broadcasts.  A at or above the diagonal is never read; T above the
+   * diagonal comes out zero. */
   if (l.tid < kCh) {
     const unsigned c = l.tid;
 #pragma unroll 1
@@ -377,51 +431,124 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 #pragma unroll 2
       for (; jj + 4 <= i; jj += 4) {
         const float4 a = *reinterpret_cast<const float4 *>(Ai + jj);
-        a0 = fmaf(-a.x, Xs[jj * kCh + c], a0);
-        a1 = fmaf(-a.y, Xs[(jj + 1) * kCh + c], a1);
-        a2 = fmaf(-a.z, Xs[(jj + 2) * kCh + c], a2);
-        a3 = fmaf(-a.w, Xs[(jj + 3) * kCh + c], a3);
+        a0 = fmaf(-a.x, Xs[jj * kLdA + c], a0);
+        a1 = fmaf(-a.y, Xs[(jj + 1) * kLdA + c], a1);
+        a2 = fmaf(-a.z, Xs[(jj + 2) * kLdA + c], a2);
+        a3 = fmaf(-a.w, Xs[(jj + 3) * kLdA + c], a3);
       }
 #pragma unroll 1
-      for (; jj < i; jj++) a0 = fmaf(-Ai[jj], Xs[jj * kCh + c], a0);
-      const float x = (a0 + a1) + (a2 + a3);
-      Xs[i * kCh + c] = x;
-      rec[kRecT + i * kCh + c] = x;
+      for (; jj < i; jj++) a0 = fmaf(-Ai[jj], Xs[jj * kLdA + c], a0);
+      Xs[i * kLdA + c] = (a0 + a1) + (a2 + a3);
+    }
+  }
+  __syncthreads();
+
+  /* W = T (diag(beta e^G) K) and U = T (diag(beta) V), 64 columns at a time: the slab in
+   * shared memory (where A was), warp w's rows 16w.. of T (lower triangular: k steps up to
+   * the diagonal). */
+  const bool all8[8] = {true, true, true, true, true, true, true, true};
+  float *Uf = reinterpret_cast<float *>(rec + kRecU);
+#pragma unroll 1
+  for (unsigned sl = 0; sl < nsk + nsv; sl++) {
+    const bool isk = sl < nsk;
+    const unsigned cs = 64 * (isk ? sl : sl - nsk);
+    const float *scl = isk ? sw : bs;
+#pragma unroll
+    for (unsigned u = 0; u < 8; u++) {
+      const unsigned i = l.tid + kBlock * u, r = i / 16, c = 4 * (i % 16);
+      const float sc = scl[r];
+      const float4 v = slab[u];
+      *reinterpret_cast<float4 *>(As + r * kLdA + c) = make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
+    }
+    __syncthreads();
+    if (sl + 1 < nsk + nsv) load_slab(slab, sl + 1, nsk, K, V, L, p, l.tid);
+    float acc[8][4];
+#pragma unroll
+    for (unsigned nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (unsigned e = 0; e < 4; e++) acc[nt][e] = 0.0f;
+    shared_rows_times_shared<8, kLdA>(acc, Xs + ra * kLdA, Xs + rb * kLdA, As, 2 * l.w + 2, all8, l);
+    if (isk) {
+#pragma unroll
+      for (unsigned kq = 0; kq < 4; kq++)
+        put_acc_tile(rec + kRecW + (l.w * 8 + 4 * sl + kq) * kTile, lane, acc[2 * kq], acc[2 * kq + 1], -1.0f);
+    } else {
+#pragma unroll
+      for (unsigned nt = 0; nt < 8; nt++) {
+        const unsigned c = cs + 8 * nt + 2 * l.t;
+        *reinterpret_cast<float2 *>(Uf + ra * kDv + c) = make_float2(acc[nt][0], acc[nt][1]);
+        *reinterpret_cast<float2 *>(Uf + rb * kDv + c) = make_float2(acc[nt][2], acc[nt][3]);
+      }
+    }
+    __syncthreads(); /* the next slab overwrites As */
+  }
+
+  /* Qs = Q e^G: warp w's token rows, all k tiles of dk */
+  {
+    const float ea = ra < L ? expf(gs[ra]) : 0.0f, eb = rb < L ? expf(gs[rb]) : 0.0f;
+    const unsigned nkb = (p.dk + 15) / 16;
+#pragma unroll
+    for (unsigned kb = 0; kb < kDk / 16; kb++) {
+      if (kb >= nkb) break;
+      const unsigned c = 16 * kb + 2 * l.t;
+      const bool lo8 = c < p.dk, hi8 = c + 8 < p.dk;
+      const float2 x0 = ld2_if(lo8 && ra < L, Q + ra * p.C + c), x1 = ld2_if(lo8 && rb < L, Q + rb * p.C + c);
+      const float2 y0 = ld2_if(hi8 && ra < L, Q + ra * p.C + c + 8), y1 = ld2_if(hi8 && rb < L, Q + rb * p.C + c + 8);
+      const float c0[4] = {x0.x * ea, x0.y * ea, x1.x * eb, x1.y * eb};
+      const float c1[4] = {y0.x * ea, y0.y * ea, y1.x * eb, y1.y * eb};
+      put_acc_tile(rec + kRecQ + (l.w * 8 + kb) * kTile, lane, c0, c1, 1.0f);
+    }
+  }
+  /* Kd^T = (K e^(G_L - G))^T: warp w's dk rows 32w.., all four token tiles */
+#pragma unroll
+  for (unsigned mh = 0; mh < 2; mh++) {
+    const unsigned mt = 2 * l.w + mh, m0 = 16 * mt + l.g, m1 = m0 + 8;
+    if (16 * mt >= p.dk) break;
+#pragma unroll
+    for (unsigned kb = 0; kb < 4; kb++) {
+      float v[8];
+#pragma unroll
+      for (unsigned e = 0; e < 8; e++) {
+        /* e: (row m0 | m1) x (token 2t, 2t + 1 | 2t + 8, 2t + 9) in register order */
+        const unsigned m = (e & 2) ? m1 : m0, tk = 16 * kb + 2 * l.t + (e & 1) + ((e & 4) ? 8 : 0);
+        v[e] = tk < L && m < p.dk ? __ldg(K + tk * p.C + m) * sd[tk] : 0.0f;
+      }
+      put_acc_tile(rec + kRecK + (mt * 4 + kb) * kTile, lane, v, v + 4, 1.0f);
     }
   }
 }
 
 /* ---- phase 1: the chunks of one sequence in order ---------------------------------- */
 
-/* NT 8-column tiles of value columns per block (2: 16 columns, two blocks per SM).  What a
- * chunk step needs that does not depend on S is asked for before the step that uses it, so
- * that the recurrence waits on global memory as little as possible: G, beta and the first
- * four k steps of the K and Q rows one step ahead, T and M by asynchronous copies at the
- * step's start, V and the K^T operands of the state update before the products that
- * precede their use. */
+/* NT 8-column tiles of value columns per block.  A chunk step: S into shared memory as
+ * (hi, lo) pairs; D = U + (-W) S and O = Qs S in one pass (each B fragment of S used by both);
+ * D into shared memory; O += M D and S = e^(G_L) S + Kd^T D in one pass over D's k tiles.
+ * The A fragments stream from the workspace a k tile ahead of their use (the next chunk's
+ * first ones before this chunk's output is stored), and the next record is asked into L2
+ * (each column block of the head a share of it) at the step's start.  The two passes' k
+ * loops stay rolled: unrolled, the 32-column case spills at 255 registers. */
 template <unsigned NT>
-__device__ __forceinline__ void scan_chunks(float *sm, bf16 *o, const float *qkv,
-                                            const float *beta, float *state, const int *cu,
-                                            const int *slots, const float *ws, const shape &p) {
+__device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, const int *cu,
+                                            const int *slots, const float *wsf, const shape &p) {
   using Y = layout1<NT>;
-  constexpr unsigned BV = 8 * NT, LD = Y::LD;
+  constexpr unsigned BV = Y::BV;
+  uint32_t *Sp = reinterpret_cast<uint32_t *>(smf) + Y::S, *Dp = reinterpret_cast<uint32_t *>(smf) + Y::D;
+  const uint32_t *ws = reinterpret_cast<const uint32_t *>(wsf);
   const unsigned nvs = (p.dv + BV - 1) / BV;
   const unsigned seq = blockIdx.x / (p.nv * nvs), rem = blockIdx.x % (p.nv * nvs);
-  const unsigned h = rem / nvs, c0 = (rem % nvs) * BV; /* c0: first value column */
+  const unsigned h = rem / nvs, cb = rem % nvs, c0 = cb * BV; /* c0: first value column */
   if (seq >= p.s) return;
   const int ts = cu[seq], te = cu[seq + 1];
   if (ts < 0 || te <= ts) return; /* an empty sequence leaves its state as it was */
   const int slot = slots[seq];
-  const unsigned kh = h / (p.nv / p.nk);
   float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * p.dk * p.dv + c0;
-  float *Ss = sm + Y::S, *Es = sm + Y::E, *Ds = sm + Y::D;
-  float *eg = sm + Y::V, *ek = eg + kCh, *bs = ek + kCh;
-  float *Ts = sm + Y::T, *Ms = sm + Y::M;
   const lane_ids l = lanes();
-  const unsigned nks = p.dk / 8;
+  const unsigned lane = l.tid & 31;
+  const unsigned nkb = (p.dk + 15) / 16;
   bool ntv[NT]; /* which of the block's 8-column tiles exist */
 #pragma unroll
   for (unsigned nt = 0; nt < NT; nt++) ntv[nt] = c0 + 8 * nt < p.dv;
+  const bool mtv[2] = {32 * l.w < p.dk, 32 * l.w + 16 < p.dk}; /* this warp's S row tiles */
 
   /* Warp w holds S rows 32w..32w+31 (two 16-row tiles) x the block's BV columns. */
   float sacc[2][NT][4];
@@ -437,162 +564,123 @@ __device__ __forceinline__ void scan_chunks(float *sm, bf16 *o, const float *qkv
         sacc[mt][nt][2 * hf + 1] = v.y;
       }
 
-  const unsigned ra = 16 * l.w + l.g, rb = ra + 8; /* this lane's token rows in b, c, d */
-  const unsigned ktiles = 2 * l.w + 2;            /* k tiles of T and M up to the diagonal */
+  const unsigned ra = 16 * l.w + l.g, rb = ra + 8; /* this lane's token rows of D and O */
   const size_t nch = ((size_t)(te - ts) + kCh - 1) / kCh, chunk0 = first_chunk(cu, seq);
-  const size_t qoff = (size_t)kh * p.dk, koff = (size_t)(p.nk + kh) * p.dk;
-  const size_t voff = 2 * (size_t)p.nk * p.dk + (size_t)h * p.dv + c0;
-  const bool a16 = (reinterpret_cast<uintptr_t>(ws) & 15) == 0; /* records are 16-byte multiples */
-
-  /* Chunk 0's G, beta and first K, Q rows; later ones are loaded a step ahead. */
-  float pG = 0.0f, pB = 0.0f, pGL;
-  float2 ck[4][2], cq[4][2];
-  {
-    const unsigned L0 = (size_t)(te - ts) < kCh ? (unsigned)(te - ts) : kCh;
-    const float *rec0 = ws + (chunk0 * p.nv + h) * kRec;
-    const float *row = qkv + (size_t)ts * p.C;
-    pGL = rec0[kRecG + L0 - 1];
-    if (l.tid < L0) {
-      pG = rec0[kRecG + l.tid];
-      pB = beta[((size_t)ts + l.tid) * p.nv + h];
-    }
-    load_rows(ck, ra < L0 ? row + ra * p.C + koff : nullptr, rb < L0 ? row + rb * p.C + koff : nullptr,
-              0, nks, l.t);
-    load_rows(cq, ra < L0 ? row + ra * p.C + qoff : nullptr, rb < L0 ? row + rb * p.C + qoff : nullptr,
-              0, nks, l.t);
-  }
+  const uint32_t *rec = ws + (chunk0 * p.nv + h) * kRec;
+  frag wt = ld_tile(rec + kRecW + (l.w * 8) * kTile, lane);
+  frag qt = ld_tile(rec + kRecQ + (l.w * 8) * kTile, lane);
 
 #pragma unroll 1
   for (size_t ci = 0; ci < nch; ci++) {
     const size_t t0 = (size_t)ts + ci * kCh;
     const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
-    const float *rec = ws + ((chunk0 + ci) * p.nv + h) * kRec;
-    const float *row = qkv + t0 * p.C;
-    const float *Q = row + qoff, *K = row + koff, *V = row + voff;
     const bool more = ci + 1 < nch;
-    const size_t n0 = t0 + kCh; /* the next chunk, when there is one */
-    const unsigned Ln = !more ? 0 : (size_t)te - n0 < kCh ? (unsigned)((size_t)te - n0) : kCh;
+    const uint32_t *nrec = rec + (size_t)p.nv * kRec;
+    if (more) /* 128-byte lines of the next record into L2, each column block a share */
+      for (unsigned i = l.tid + kBlock * cb; i < (unsigned)(kRec / 32); i += kBlock * nvs)
+        prefetch_l2(nrec + 32 * i);
+    const float gL = __uint_as_float(__ldg(rec + kRecG));
 
-    /* a. T and M start their way to shared memory (the tiles up to the diagonal); the
-     * next chunk's rows and record go to L2; decays and beta of this chunk from the
-     * registers loaded a step ago, the next chunk's asked for; S into shared memory. */
-    {
-      const unsigned per = a16 ? 4 : 2, cpr = kCh / per; /* floats per copy, copies per row */
-      for (unsigned i = l.tid; i < 2 * kCh * cpr; i += kBlock) {
-        const unsigned mtx = i / (kCh * cpr), r = (i / cpr) % kCh, c = i % cpr, w = r / 16;
-        if (c * per < 16 * (w + 1)) {
-          float *dst = (mtx ? Ms : Ts) + tri_off(w) + (r % 16) * tri_ld(w) + c * per;
-          const float *src = rec + (mtx ? kRecM : kRecT) + r * kCh + c * per;
-          if (a16)
-            cp_async<16>(dst, src);
-          else
-            cp_async<8>(dst, src);
-        }
-      }
-    }
-    if (more) {
-      const unsigned lk = (p.dk + 31) / 32, per = 2 * lk + 1; /* 128-byte lines per row */
-      for (unsigned i = l.tid; i < Ln * per; i += kBlock) {
-        const unsigned r = i / per, c = i % per;
-        const float *nrow = qkv + (n0 + r) * p.C;
-        prefetch_l2(c < lk       ? nrow + qoff + 32 * c
-                    : c < 2 * lk ? nrow + koff + 32 * (c - lk)
-                                 : nrow + voff);
-      }
-      for (unsigned i = l.tid; i < kRec / 32; i += kBlock) prefetch_l2(rec + p.nv * kRec + 32 * i);
-    }
-    const float gL = expf(pGL);
-    if (l.tid < kCh) {
-      const bool in = l.tid < L;
-      eg[l.tid] = in ? expf(pG) : 0.0f;
-      ek[l.tid] = in ? expf(pGL - pG) : 0.0f;
-      bs[l.tid] = in ? pB : 0.0f;
-    }
-    if (more) {
-      const float *nrec = rec + p.nv * kRec;
-      pGL = nrec[kRecG + Ln - 1];
-      if (l.tid < Ln) {
-        pG = nrec[kRecG + l.tid];
-        pB = beta[(n0 + l.tid) * p.nv + h];
-      }
-    }
+    /* a. S into shared memory, U into the D accumulators */
 #pragma unroll
     for (unsigned mt = 0; mt < 2; mt++)
 #pragma unroll
       for (unsigned nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (unsigned hf = 0; hf < 2; hf++) {
-          const unsigned m = 32 * l.w + 16 * mt + l.g + 8 * hf;
-          *reinterpret_cast<float2 *>(Ss + m * LD + 8 * nt + 2 * l.t) =
-              make_float2(sacc[mt][nt][2 * hf], sacc[mt][nt][2 * hf + 1]);
-        }
-    float2 va[NT], vb[NT]; /* added after the products: nothing waits on them */
+        for (unsigned hf = 0; hf < 2; hf++)
+          put_pair_t(Sp, Y::LS, 8 * nt + 2 * l.t, 32 * l.w + 16 * mt + l.g + 8 * hf,
+                     sacc[mt][nt][2 * hf], sacc[mt][nt][2 * hf + 1]);
+    float ad[NT][4], ao[NT][4];
+    {
+      const float *U = reinterpret_cast<const float *>(rec + kRecU) + c0 + 2 * l.t;
 #pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++) {
-      va[nt] = ld2_if(ra < L && ntv[nt], V + ra * p.C + 8 * nt + 2 * l.t);
-      vb[nt] = ld2_if(rb < L && ntv[nt], V + rb * p.C + 8 * nt + 2 * l.t);
+      for (unsigned nt = 0; nt < NT; nt++) {
+        const float2 u0 = ld2_if(ntv[nt], U + ra * kDv + 8 * nt), u1 = ld2_if(ntv[nt], U + rb * kDv + 8 * nt);
+        ad[nt][0] = u0.x, ad[nt][1] = u0.y, ad[nt][2] = u1.x, ad[nt][3] = u1.y;
+        ao[nt][0] = ao[nt][1] = ao[nt][2] = ao[nt][3] = 0.0f;
+      }
     }
     __syncthreads();
 
-    /* b. E = diag(beta) (V - (K * e^G) S) and, in the same pass, O = (Q * e^G) S, rows
-     * 16w.. of the chunk */
-    float ae[NT][4], ao[NT][4];
+    /* b. D = U + (-W) S and O = Qs S, k over dk */
+#pragma unroll 1
+    for (unsigned kb = 0; kb < kDk / 16; kb++) {
+      if (kb < nkb) {
+        frag wn, qn;
+        if (kb + 1 < nkb) {
+          wn = ld_tile(rec + kRecW + (l.w * 8 + kb + 1) * kTile, lane);
+          qn = ld_tile(rec + kRecQ + (l.w * 8 + kb + 1) * kTile, lane);
+        }
+        uint32_t bh[NT][2], bl[NT][2];
+#pragma unroll
+        for (unsigned nt = 0; nt < NT; nt++)
+          if (ntv[nt]) b_frag(Sp + (8 * nt + l.g) * Y::LS + 16 * kb, l.t, bh[nt], bl[nt]);
+        /* the three products of each tile a pass apart: 2 NT independent mma in between */
+#pragma unroll
+        for (unsigned pass = 0; pass < 3; pass++)
+#pragma unroll
+          for (unsigned nt = 0; nt < NT; nt++)
+            if (ntv[nt]) {
+              mma_part(ad[nt], wt, bh[nt], bl[nt], pass);
+              mma_part(ao[nt], qt, bh[nt], bl[nt], pass);
+            }
+        if (kb + 1 < nkb) wt = wn, qt = qn;
+      }
+    }
+
+    /* The second pass's first fragments. */
+    frag kt0 = ld_tile(rec + kRecK + (8 * l.w) * kTile, lane);
+    frag kt1 = ld_tile(rec + kRecK + (8 * l.w + 4) * kTile, lane);
+    frag mt0 = ld_tile(rec + kRecM + (4 * l.w) * kTile, lane);
+
+    /* c. D into shared memory */
 #pragma unroll
     for (unsigned nt = 0; nt < NT; nt++)
 #pragma unroll
-      for (unsigned e = 0; e < 4; e++) ae[nt][e] = ao[nt][e] = 0.0f;
-    kq_times_state<NT, LD>(ae, ao, ck, cq, ra < L ? K + ra * p.C : nullptr,
-                           rb < L ? K + rb * p.C : nullptr, ra < L ? Q + ra * p.C : nullptr,
-                           rb < L ? Q + rb * p.C : nullptr, -eg[ra], -eg[rb], eg[ra], eg[rb], Ss,
-                           nks, ntv, l);
-
-    /* The state update's A operands (K^T of this chunk: dk rows 32w.., tokens 2t, 2t + 1
-     * of each k step), asked for now and used after c and d. */
-    float kv[8][2][4];
-#pragma unroll
-    for (unsigned q = 0; q < 8; q++) {
-      const unsigned tk = 8 * q + 2 * l.t;
-      const bool ia = tk < L, ib = tk + 1 < L;
-#pragma unroll
-      for (unsigned mt = 0; mt < 2; mt++) {
-        const unsigned ma = 32 * l.w + 16 * mt + l.g, mb = ma + 8;
-        kv[q][mt][0] = ia && ma < p.dk ? __ldg(K + tk * p.C + ma) : 0.0f;
-        kv[q][mt][1] = ia && mb < p.dk ? __ldg(K + tk * p.C + mb) : 0.0f;
-        kv[q][mt][2] = ib && ma < p.dk ? __ldg(K + (tk + 1) * p.C + ma) : 0.0f;
-        kv[q][mt][3] = ib && mb < p.dk ? __ldg(K + (tk + 1) * p.C + mb) : 0.0f;
-      }
-    }
-    {
-      const float ba = bs[ra], bb = bs[rb];
-#pragma unroll
-      for (unsigned nt = 0; nt < NT; nt++) {
-        *reinterpret_cast<float2 *>(Es + ra * LD + 8 * nt + 2 * l.t) =
-            make_float2((ae[nt][0] + va[nt].x) * ba, (ae[nt][1] + va[nt].y) * ba);
-        *reinterpret_cast<float2 *>(Es + rb * LD + 8 * nt + 2 * l.t) =
-            make_float2((ae[nt][2] + vb[nt].x) * bb, (ae[nt][3] + vb[nt].y) * bb);
-      }
-    }
-    cp_async_wait();
+      for (unsigned hf = 0; hf < 2; hf++)
+        put_pair_t(Dp, Y::LD, 8 * nt + 2 * l.t, hf ? rb : ra, ad[nt][2 * hf], ad[nt][2 * hf + 1]);
     __syncthreads();
 
-    /* c. D = T E (T is lower triangular: k tiles up to the diagonal) */
+    /* d, e. O += M D (M's k tiles up to the diagonal), S = e^(G_L) S + Kd^T D; k over the
+     * chunk's tokens */
 #pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++) ae[nt][0] = ae[nt][1] = ae[nt][2] = ae[nt][3] = 0.0f;
-    {
-      const float *ta = Ts + tri_off(l.w) + l.g * tri_ld(l.w);
-      shared_rows_times_shared<NT, LD>(ae, ta, ta + 8 * tri_ld(l.w), Es, ktiles, ntv, l);
-    }
+    for (unsigned mt = 0; mt < 2; mt++)
 #pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++) {
-      *reinterpret_cast<float2 *>(Ds + ra * LD + 8 * nt + 2 * l.t) = make_float2(ae[nt][0], ae[nt][1]);
-      *reinterpret_cast<float2 *>(Ds + rb * LD + 8 * nt + 2 * l.t) = make_float2(ae[nt][2], ae[nt][3]);
+      for (unsigned nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (unsigned e = 0; e < 4; e++) sacc[mt][nt][e] *= gL;
+#pragma unroll 1
+    for (unsigned kb = 0; kb < kCh / 16; kb++) {
+      if (16 * kb < L) {
+        const bool nx = kb + 1 < kCh / 16 && 16 * (kb + 1) < L;
+        frag kn0, kn1, mn;
+        if (nx) {
+          kn0 = ld_tile(rec + kRecK + (8 * l.w + kb + 1) * kTile, lane);
+          kn1 = ld_tile(rec + kRecK + (8 * l.w + 4 + kb + 1) * kTile, lane);
+          if (kb + 1 <= l.w) mn = ld_tile(rec + kRecM + (4 * l.w + kb + 1) * kTile, lane);
+        }
+        uint32_t bh[NT][2], bl[NT][2];
+#pragma unroll
+        for (unsigned nt = 0; nt < NT; nt++)
+          if (ntv[nt]) b_frag(Dp + (8 * nt + l.g) * Y::LD + 16 * kb, l.t, bh[nt], bl[nt]);
+#pragma unroll
+        for (unsigned pass = 0; pass < 3; pass++)
+#pragma unroll
+          for (unsigned nt = 0; nt < NT; nt++)
+            if (ntv[nt]) {
+              if (kb <= l.w) mma_part(ao[nt], mt0, bh[nt], bl[nt], pass);
+              if (mtv[0]) mma_part(sacc[0][nt], kt0, bh[nt], bl[nt], pass);
+              if (mtv[1]) mma_part(sacc[1][nt], kt1, bh[nt], bl[nt], pass);
+            }
+        if (nx) {
+          kt0 = kn0, kt1 = kn1;
+          if (kb + 1 <= l.w) mt0 = mn;
+        }
+      }
     }
-    __syncthreads();
-
-    /* d. O += M D */
-    {
-      const float *ma = Ms + tri_off(l.w) + l.g * tri_ld(l.w);
-      shared_rows_times_shared<NT, LD>(ao, ma, ma + 8 * tri_ld(l.w), Ds, ktiles, ntv, l);
+    if (more) { /* the next chunk's first W and Qs fragments, in flight during what follows */
+      wt = ld_tile(nrec + kRecW + (l.w * 8) * kTile, lane);
+      qt = ld_tile(nrec + kRecQ + (l.w * 8) * kTile, lane);
     }
 #pragma unroll
     for (unsigned nt = 0; nt < NT; nt++) {
@@ -607,47 +695,9 @@ __device__ __forceinline__ void scan_chunks(float *sm, bf16 *o, const float *qkv
         }
       }
     }
-
-    /* The next chunk's first K and Q rows, in flight during e and the next step's a. */
-    if (more) {
-      const float *nrow = row + kCh * p.C;
-      load_rows(ck, ra < Ln ? nrow + ra * p.C + koff : nullptr,
-                rb < Ln ? nrow + rb * p.C + koff : nullptr, 0, nks, l.t);
-      load_rows(cq, ra < Ln ? nrow + ra * p.C + qoff : nullptr,
-                rb < Ln ? nrow + rb * p.C + qoff : nullptr, 0, nks, l.t);
-    }
-
-    /* e. S = e^(G_L) S + (K * e^(G_L - G))^T D: rows of S are dk, k runs over tokens (the
-     * k step's logical k = t, t + 4 are tokens 2t, 2t + 1, as for the B rows of Ds) */
-#pragma unroll
-    for (unsigned mt = 0; mt < 2; mt++)
-#pragma unroll
-      for (unsigned nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (unsigned e = 0; e < 4; e++) sacc[mt][nt][e] *= gL;
-#pragma unroll
-    for (unsigned q = 0; q < 8; q++) {
-      if (8 * q < L) {
-        const unsigned tk = 8 * q + 2 * l.t;
-        const float ea = ek[tk], eb = ek[tk + 1];
-        float bh[NT][2], bl[NT][2];
-#pragma unroll
-        for (unsigned nt = 0; nt < NT; nt++) b_shared<LD>(Ds, tk, nt, l.g, bh[nt], bl[nt]);
-#pragma unroll
-        for (unsigned mt = 0; mt < 2; mt++) {
-          if (32 * l.w + 16 * mt < p.dk) {
-            const float a[4] = {kv[q][mt][0] * ea, kv[q][mt][1] * ea, kv[q][mt][2] * eb,
-                                kv[q][mt][3] * eb};
-            float ah[4], al[4];
-            split_a(a, ah, al);
-#pragma unroll
-            for (unsigned nt = 0; nt < NT; nt++)
-              if (ntv[nt]) mma3(sacc[mt][nt], ah, al, bh[nt], bl[nt]);
-          }
-        }
-      }
-    }
-    __syncthreads(); /* the next chunk rewrites Ss, eg, ek, bs, T and M */
+    rec = nrec;
+    /* No barrier here: the next step writes Sp (last read before this step's second
+     * barrier) and, after its first barrier, Dp. */
   }
 
   if (Sg) {
@@ -666,16 +716,17 @@ __device__ __forceinline__ void scan_chunks(float *sm, bf16 *o, const float *qkv
 }
 }  // namespace
 
-/* The wrapper launches only shapes the contract allows; anything else does nothing. */
-/* Three blocks per multiprocessor in phase 0 (168 registers), two in phase 1 (256 blocks). */
-extern "C" __global__ void __launch_bounds__(kBlock, 3)
+/* The wrapper launches only shapes the contract allows; anything else does nothing.
+ * Two blocks per multiprocessor (255 registers): phase 1 with 16 columns runs 256 blocks
+ * at one sequence of the a3b shape. */
+extern "C" __global__ void __launch_bounds__(kBlock, 2)
 delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g,
                                       const float *beta, float *state, const int *cu_seqlens,
                                       const int *slots, float *ws, unsigned s, unsigned nk,
                                       unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
   __shared__ __align__(16) float sm[kSmem];
   if (s == 0 || nk == 0 || nv < nk || nv % nk != 0 || dk == 0 || dk > kDk || dk % 8 != 0 ||
-      dv == 0 || dv % 8 != 0)
+      dv == 0 || dv > kDv || dv % 8 != 0 || (reinterpret_cast<uintptr_t>(ws) & 15) != 0)
     return;
   shape p;
   p.s = s;
@@ -686,8 +737,11 @@ delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g,
   p.C = 2 * (size_t)nk * dk + (size_t)nv * dv;
   if (phase == 0) {
     prep_chunk(sm, qkv, g, beta, cu_seqlens, ws, p);
-  } else if (phase == 1 && gridDim.x == s * nv * ((dv + 15) / 16)) { /* 16 value columns a block */
-    scan_chunks<2>(sm, o, qkv, beta, state, cu_seqlens, slots, ws, p);
+  } else if (phase == 1) { /* 16 or 32 value columns a block, told apart by the grid */
+    if (gridDim.x == s * nv * ((dv + 15) / 16))
+      scan_chunks<2>(sm, o, state, cu_seqlens, slots, ws, p);
+    else if (gridDim.x == s * nv * ((dv + 31) / 32))
+      scan_chunks<4>(sm, o, state, cu_seqlens, slots, ws, p);
   }
 }
 MK_CHECK(delta_rule_prefill_chunked, gdn_chunked);

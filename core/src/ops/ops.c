@@ -194,16 +194,20 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
 /* kernels.def delta_rule_prefill_chunked: heads it takes, chunks it may need, and the
  * workspace record of one (chunk, value head). */
 #define CHUNKED_DK_MAX 128u
-#define CHUNKED_REC_BYTES 33024u
-#define CHUNKED_COLS 16u /* value columns per phase-1 block (the contract's) */
+#define CHUNKED_DV_MAX 128u
+#define CHUNKED_REC_BYTES 147584u
+/* Value columns per phase-1 block, 16 or 32 (the contract allows both): on the H200 16
+ * (two blocks per SM) took 5.7 us a chunk step, 32 (one block per SM) 7.2 us. */
+#define CHUNKED_COLS 16u
 /* Below this many tokens per sequence on average the sequential kernel is taken: on the
- * H200 it costs ~3 us a token per sequence, the chunked one tens of us for phase 0 plus ~18 us
- * a chunk step (docs/perf-prefill.md), so short sequences are faster token by token. */
+ * H200 it costs ~3 us a token per sequence, the chunked one tens of us for phase 0 plus ~6 us
+ * a chunk step (docs/perf-prefill.md), so short sequences are faster token by token (the
+ * crossover was not measured again after the chunk step got 3x cheaper). */
 #define CHUNKED_MIN_AVG_TOKENS 64u
 
 static int chunked_fits(const metrale_ops *o, uint32_t dk, uint32_t dv) {
   return o->k[METRALE_K_delta_rule_prefill_chunked] && dk > 0 && dk <= CHUNKED_DK_MAX &&
-         dk % 8 == 0 && dv > 0 && dv % 8 == 0;
+         dk % 8 == 0 && dv > 0 && dv <= CHUNKED_DV_MAX && dv % 8 == 0;
 }
 
 static int chunked_pays(const metrale_ops *o, uint32_t t, uint32_t s, uint32_t dk, uint32_t dv) {
