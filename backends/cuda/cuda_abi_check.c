@@ -1,6 +1,7 @@
 /* Compile-time proof that cuda_driver.h matches the toolkit's cuda.h: built only when
  * cuda.h is found (see CMakeLists.txt), it produces no code. */
 #include <cuda.h>
+#include <stddef.h>
 
 #include "cuda_driver.h"
 
@@ -34,6 +35,16 @@ SAME(CUDA_DRV_ATTR_COMPUTE_CAPABILITY_MINOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABIL
 SAME(CUDA_DRV_ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
 SAME(CUDA_DRV_STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING);
 SAME(CUDA_DRV_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+SAME(CUDA_DRV_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+SAME(sizeof(cuda_launch_attr), sizeof(CUlaunchAttribute));
+SAME(offsetof(cuda_launch_attr, value), offsetof(CUlaunchAttribute, value));
+SAME(offsetof(cuda_launch_attr, value.programmatic_serialization),
+     offsetof(CUlaunchAttribute, value.programmaticStreamSerializationAllowed));
+SAME(sizeof(cuda_launch_config), sizeof(CUlaunchConfig));
+SAME(offsetof(cuda_launch_config, shared_bytes), offsetof(CUlaunchConfig, sharedMemBytes));
+SAME(offsetof(cuda_launch_config, stream), offsetof(CUlaunchConfig, hStream));
+SAME(offsetof(cuda_launch_config, attrs), offsetof(CUlaunchConfig, attrs));
+SAME(offsetof(cuda_launch_config, num_attrs), offsetof(CUlaunchConfig, numAttrs));
 SAME(CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
 
 /* ISO C wants a translation unit to declare something. */

@@ -54,6 +54,26 @@ enum { /* CUdevice_attribute */
 
 enum { CUDA_DRV_STREAM_NON_BLOCKING = 1 };                  /* CUstream_flags */
 enum { CUDA_DRV_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };     /* CUstreamCaptureMode */
+enum { CUDA_DRV_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6 }; /* CUlaunchAttributeID */
+
+/* CUlaunchAttribute: an id, then a 64-byte value union (8-byte aligned). */
+typedef struct cuda_launch_attr {
+  int id;
+  char pad[4];
+  union {
+    unsigned long long align_;
+    char bytes[64];
+    int programmatic_serialization; /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
+  } value;
+} cuda_launch_attr;
+
+/* CUlaunchConfig */
+typedef struct cuda_launch_config {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  cuda_stream stream;
+  cuda_launch_attr *attrs;
+  unsigned num_attrs;
+} cuda_launch_config;
 enum { CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_attribute */
 
 /* X(field, symbol, parameters): one row per driver entry point. */
@@ -79,6 +99,8 @@ enum { CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_att
   X(LaunchKernel, "cuLaunchKernel",                                                       \
     (cuda_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,   \
      unsigned bz, unsigned shared_bytes, cuda_stream stream, void **params, void **extra)) \
+  X(LaunchKernelEx, "cuLaunchKernelEx",                                                   \
+    (const cuda_launch_config *config, cuda_function fn, void **params, void **extra))    \
   X(MemAlloc, "cuMemAlloc_v2", (cuda_deviceptr * ptr, size_t bytes))                      \
   X(MemFree, "cuMemFree_v2", (cuda_deviceptr ptr))                                        \
   X(MemsetD8Async, "cuMemsetD8Async",                                                     \

@@ -231,6 +231,20 @@ metrale_status cuda_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, 
       case GPU_ARG_F32: values[i].f32 = args[i].v.f32; params[i] = &values[i].f32; break;
     }
   }
+  if (info->early_start && be->base.caps.cc_major >= 9) {
+    /* programmatic dependent launch: the kernel may start while the one before it on the
+     * stream still runs; it waits for it itself (kernels.def METRALE_KERNEL_EARLY_START) */
+    cuda_launch_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CUDA_DRV_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmatic_serialization = 1;
+    const cuda_launch_config cfg = {grid.x,  grid.y,  grid.z,       block.x, block.y,
+                                    block.z, shared_bytes, cuda_stream_of(be, stream), &attr, 1};
+    CUDA_CHECK(be->drv, be->drv->LaunchKernelEx(&cfg, k->fn, nargs ? params : NULL, NULL),
+               "cuLaunchKernelEx(%s.%s, grid %ux%ux%u, early start)", info->module, info->name,
+               grid.x, grid.y, grid.z);
+    return METRALE_OK;
+  }
   CUDA_CHECK(be->drv,
              be->drv->LaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                    shared_bytes, cuda_stream_of(be, stream), nargs ? params : NULL,

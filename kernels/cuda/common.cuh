@@ -67,6 +67,22 @@ constexpr unsigned mk_shared(const char *name) {
   return 0;
 }
 
+/* Early start (kernels.def METRALE_KERNEL_EARLY_START): a kernel so marked calls
+ * mk_wait_prior() before its first memory access other than prefetch_l2; a kernel calls
+ * mk_allow_next() where the kernel after it may start (its blocks then wait in
+ * mk_wait_prior).  Both are no-ops where the launch was not programmatic, before sm_90
+ * and on HIP. */
+__device__ __forceinline__ void mk_wait_prior() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIPCC__)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mk_allow_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIPCC__)
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+
 /* The manifest block size of a kernel: kernels are compiled for exactly that many
  * threads (0 for a name the manifest lacks, which fails the launch-bounds check). */
 constexpr unsigned mk_block(const char *name) {

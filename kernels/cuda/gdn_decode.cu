@@ -364,6 +364,7 @@ gdn_decode_fused(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state,
                  const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
                  const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
                  unsigned kw, float eps) {
+  mk_allow_next(); /* the out_proj gemv may start loading its weights (early start) */
   fused_decode<false>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
                       dk, dv, kw, eps);
 }
@@ -374,6 +375,7 @@ gdn_decode_fused35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_stat
                    const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
                    const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
                    unsigned dv, unsigned kw, float eps) {
+  mk_allow_next();
   fused_decode<true>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
                      dk, dv, kw, eps);
 }

@@ -661,11 +661,33 @@ __device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
   }
 }
 
+/* Early start (kernels.def METRALE_KERNEL_EARLY_START): the block's weight rows go to L2
+ * while the kernel before runs (at decode batch 1 the fused decode kernel leaves most of
+ * the GPU idle), then the block waits for that kernel.  Nothing but the prefetches comes
+ * before the wait; weights are never written by the layer's kernels anyway. */
+__device__ __forceinline__ void gemv_prologue(const bf16 *__restrict__ w, unsigned n, unsigned k) {
+  mk_allow_next();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIPCC__)
+  const unsigned f0 = blockIdx.x * GV_FEAT;
+  if (f0 < n) {
+    const unsigned rows = n - f0 < GV_FEAT ? n - f0 : GV_FEAT;
+    const char *base = reinterpret_cast<const char *>(w + (size_t)f0 * k);
+    const size_t bytes = (size_t)rows * k * sizeof(bf16);
+    for (size_t off = (size_t)threadIdx.x * 128u; off < bytes; off += (size_t)kGemvBlock * 128u)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
+  }
+#else
+  (void)w, (void)n, (void)k;
+#endif
+  mk_wait_prior();
+}
+
 template <typename XT, bool F32_OUT>
 __device__ __forceinline__ void gemv_rows(void *y, const XT *__restrict__ x,
                                           const bf16 *__restrict__ w, unsigned m, unsigned n,
                                           unsigned k) {
   __shared__ float part[GV_ROWS][kGemvBlock + 1]; /* +1: the final sums read down columns */
+  gemv_prologue(w, n, k);
   if (k % 8u == 0 && aligned16(x) && aligned16(w)) {
     /* groups of at most 4 rows: more rows per pass would need more registers and cost
      * the one-row case (the common decode) its occupancy; a second pass over the weights

@@ -39,6 +39,22 @@ Test(manifest, dynamic_shared_memory_rows) {
   cr_expect(rows >= 2);
 }
 
+/* Early start is for optional rows only: a backend's required kernels must not need the
+ * discipline (wait before any memory access) to be correct. */
+Test(manifest, early_start_rows) {
+  int rows = 0;
+  for (int i = 0; i < METRALE_K_COUNT; i++) {
+    const metrale_kernel_info *k = metrale_kernel_info_get((metrale_kernel_id)i);
+    if (!k->early_start) continue;
+    rows++;
+    cr_expect_eq(k->requirement, METRALE_OPTIONAL, "required %s is marked early start", k->name);
+  }
+  cr_expect(metrale_kernel_info_get(METRALE_K_gemv_bf16)->early_start,
+            "the METRALE_KERNEL_EARLY_START rows did not reach the table");
+  cr_expect(!metrale_kernel_info_get(METRALE_K_gemm_bf16)->early_start);
+  cr_expect(rows >= 3);
+}
+
 Test(manifest, find_by_module_and_name) {
   const metrale_kernel_info *k = metrale_kernel_info_find("gdn", "delta_rule_decode");
   cr_assert_not_null(k);

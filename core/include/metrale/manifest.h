@@ -34,6 +34,7 @@ typedef struct metrale_kernel_info {
   const char *fallback;
   const char *contract;
   uint32_t shared_bytes; /* dynamic shared memory of every launch (METRALE_KERNEL_SHARED) */
+  int early_start;       /* may start before its predecessor ends (METRALE_KERNEL_EARLY_START) */
   /* parsed signature */
   uint32_t nargs;
   gpu_arg_kind arg_kinds[METRALE_MAX_KERNEL_ARGS];

@@ -26,6 +26,16 @@ static const struct {
     {METRALE_K_COUNT, 0},
 };
 
+/* METRALE_KERNEL_EARLY_START rows, and an end mark. */
+static const metrale_kernel_id early_rows[] = {
+#define METRALE_KERNEL(id_, module_, block_, sig_, req_, fallback_, contract_)
+#define METRALE_KERNEL_EARLY_START(id_) METRALE_K_##id_,
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL_EARLY_START
+#undef METRALE_KERNEL
+    METRALE_K_COUNT,
+};
+
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
 static int parse_failed; /* a malformed kernels.def row; caught by the unit tests */
 
@@ -66,6 +76,7 @@ static void parse_all(void) {
     info->nargs = n;
   }
   for (size_t i = 0; shared_rows[i].id != METRALE_K_COUNT; i++) table[shared_rows[i].id].shared_bytes = shared_rows[i].bytes;
+  for (size_t i = 0; early_rows[i] != METRALE_K_COUNT; i++) table[early_rows[i]].early_start = 1;
 }
 
 const metrale_kernel_info *metrale_kernel_info_get(metrale_kernel_id id) {
