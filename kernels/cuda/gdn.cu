@@ -318,6 +318,61 @@ MK_KERNEL(l2norm_qk)(float *__restrict__ x, unsigned t, unsigned nk, unsigned dk
 }
 MK_CHECK(l2norm_qk, gdn);
 
+namespace {
+constexpr unsigned kL2RowsBlock = mk_block("l2norm_qk_rows");
+constexpr unsigned kL2Group = 32; /* threads per head (kernels.def) */
+static_assert(kL2RowsBlock % kL2Group == 0, "whole head groups per block");
+
+/* Sum over an aligned group of 32 threads.  The xor offsets 16..1 stay inside the group,
+ * so on a 64-lane wavefront each half reduces its own head. */
+__device__ __forceinline__ float group32_sum(float v) {
+#pragma unroll
+  for (unsigned off = kL2Group / 2; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off, kL2Group);
+  return v;
+}
+}  // namespace
+
+/* l2norm_qk with 32 threads a head instead of a 128-thread block: no block barrier, 8
+ * heads a block, 4 floats a thread as one vector (dk = 128: one load and one store each). */
+MK_KERNEL(l2norm_qk_rows)(float *__restrict__ x, unsigned t, unsigned nk, unsigned dk, unsigned ld) {
+  const unsigned heads = 2 * nk;
+  if (heads == 0) return; /* uniform over the grid */
+  const unsigned lane = threadIdx.x % kL2Group;
+  const size_t hidx = (size_t)blockIdx.x * (kL2RowsBlock / kL2Group) + threadIdx.x / kL2Group;
+  /* A group past the last head still takes part in the shuffles; it only skips memory. */
+  const bool live = hidx < (size_t)t * heads;
+  const size_t tok = live ? hidx / heads : 0;
+  const unsigned hh = live ? (unsigned)(hidx % heads) : 0; /* hh < nk: q head */
+  float *v = x + tok * ld + (size_t)hh * dk;               /* [dk] */
+  const bool vec = dk % 4 == 0 && ld % 4 == 0 && aligned16(x);
+  float ss = 0.0f, scale;
+  if (vec) {
+    /* the first vector stays in registers across the reduction (dk <= 128: the only one) */
+    const unsigned i0 = 4 * lane;
+    const bool has0 = live && i0 < dk;
+    float4 v0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (has0) v0 = *(const float4 *)(v + i0);
+    ss = v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w;
+    for (unsigned i = i0 + 4 * kL2Group; live && i < dk; i += 4 * kL2Group) {
+      const float4 a = *(const float4 *)(v + i);
+      ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+    }
+    scale = 1.0f / sqrtf(group32_sum(ss) + 1e-6f);
+    if (hh < nk) scale *= 1.0f / sqrtf((float)dk);
+    if (has0) *(float4 *)(v + i0) = make_float4(v0.x * scale, v0.y * scale, v0.z * scale, v0.w * scale);
+    for (unsigned i = i0 + 4 * kL2Group; live && i < dk; i += 4 * kL2Group) {
+      const float4 a = *(const float4 *)(v + i);
+      *(float4 *)(v + i) = make_float4(a.x * scale, a.y * scale, a.z * scale, a.w * scale);
+    }
+    return;
+  }
+  for (unsigned i = lane; live && i < dk; i += kL2Group) ss += v[i] * v[i];
+  scale = 1.0f / sqrtf(group32_sum(ss) + 1e-6f);
+  if (hh < nk) scale *= 1.0f / sqrtf((float)dk);
+  for (unsigned i = lane; live && i < dk; i += kL2Group) v[i] *= scale;
+}
+MK_CHECK(l2norm_qk_rows, gdn);
+
 MK_KERNEL(gates)(float *__restrict__ g, float *__restrict__ beta, const float *__restrict__ a,
                  const float *__restrict__ b, const float *__restrict__ a_log,
                  const bf16 *__restrict__ dt_bias, unsigned n, unsigned nv) {

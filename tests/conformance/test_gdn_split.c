@@ -95,11 +95,15 @@ static void run_split(metrale_kernel_id id, int qwen35) {
 Test(gdn, split_qkvzba) { run_split(METRALE_K_split_qkvzba, 0); }
 Test(gdn, split_qkvzba35) { run_split(METRALE_K_split_qkvzba35, 1); }
 
-Test(gdn, l2norm_qk) {
-  CF_BEGIN(ctx, kern, METRALE_K_l2norm_qk);
+/* rows: l2norm_qk_rows, 8 heads a block; else l2norm_qk, a block a head.  The shapes take
+ * both of the rows kernel's paths (4-vectors when dk and ld are multiples of 4, scalar
+ * otherwise), one to several vectors a thread, and a last block with heads to spare. */
+static void run_l2norm(metrale_kernel_id id, int rows) {
+  CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t t, nk, dk, extra; /* ld = 2*nk*dk + extra */
-  } shapes[] = {{1, 1, 16, 0}, {3, 2, 24, 40}, {4, 4, 128, 64}, {7, 1, 16, 7}};
+  } shapes[] = {{1, 1, 16, 0},  {3, 2, 24, 40}, {4, 4, 128, 64}, {7, 1, 16, 7},
+                {5, 3, 256, 4}, {9, 1, 20, 2},  {3, 2, 130, 0},  {2, 1, 1, 3}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, nk = shapes[si].nk, dk = shapes[si].dk;
     uint32_t ld = 2 * nk * dk + shapes[si].extra;
@@ -122,7 +126,7 @@ Test(gdn, l2norm_qk) {
       }
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_l2norm_qk, (gpu_dim3){t * 2 * nk, 1, 1});
+    cf_launch_init(&l, id, (gpu_dim3){rows ? (t * 2 * nk + 7) / 8 : t * 2 * nk, 1, 1});
     int bx = cf_buf_add(&l, "x", CF_F32, CF_INOUT, n, x, CF_TOL_F32);
     cf_arg_buf(&l, bx);
     cf_arg_u32(&l, t);
@@ -147,6 +151,9 @@ Test(gdn, l2norm_qk) {
   }
   cf_close(&ctx);
 }
+
+Test(gdn, l2norm_qk) { run_l2norm(METRALE_K_l2norm_qk, 0); }
+Test(gdn, l2norm_qk_rows) { run_l2norm(METRALE_K_l2norm_qk_rows, 1); }
 
 Test(gdn, gates) {
   CF_BEGIN(ctx, kern, METRALE_K_gates);

@@ -109,10 +109,17 @@ Test(norm, add_rmsnorm) {
   cf_close(&ctx);
 }
 
-Test(norm, gated_rmsnorm) {
-  CF_BEGIN(ctx, k, METRALE_K_gated_rmsnorm);
-  for (size_t si = 0; si < NSHAPES; si++) {
-    uint32_t rows = shapes[si].rows, n = shapes[si].n;
+/* The gated norm's shapes add rows of dv = 128 (partial last block of the rows kernel),
+ * n a multiple of 4 above 128 (several vectors a thread) and below 32. */
+static const struct {
+  uint32_t rows, n;
+} gated_shapes[] = {{1, 1}, {3, 7}, {5, 129}, {2, 1000}, {17, 64}, {9, 128}, {33, 132}, {3, 260}, {8, 4}};
+
+/* rows: gated_rmsnorm_rows, 8 rows a block; else gated_rmsnorm, a block a row. */
+static void run_gated(metrale_kernel_id id, int rows_kernel) {
+  CF_BEGIN(ctx, k, id);
+  for (size_t si = 0; si < sizeof gated_shapes / sizeof gated_shapes[0]; si++) {
+    uint32_t rows = gated_shapes[si].rows, n = gated_shapes[si].n;
     size_t cnt = (size_t)rows * n;
     snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
     metrale_bf16 *o = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
@@ -135,7 +142,7 @@ Test(norm, gated_rmsnorm) {
     }
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_gated_rmsnorm, (gpu_dim3){rows, 1, 1});
+    cf_launch_init(&l, id, (gpu_dim3){rows_kernel ? (rows + 7) / 8 : rows, 1, 1});
     int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
     int bo = cf_buf_add(&l, "o", CF_BF16, CF_IN, cnt, o, 0);
     int bz = cf_buf_add(&l, "z", CF_F32, CF_IN, cnt, z, 0);
@@ -153,3 +160,6 @@ Test(norm, gated_rmsnorm) {
   }
   cf_close(&ctx);
 }
+
+Test(norm, gated_rmsnorm) { run_gated(METRALE_K_gated_rmsnorm, 0); }
+Test(norm, gated_rmsnorm_rows) { run_gated(METRALE_K_gated_rmsnorm_rows, 1); }

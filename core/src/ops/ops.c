@@ -85,8 +85,21 @@ metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gp
   LAUNCH(o, st, add_rmsnorm, rows, 1, P(h), P(y), P(a), P(b), P(w), U(rows), U(n), F(eps));
 }
 
+#define ROWS_PER_BLOCK 8u /* kernels.def gated_rmsnorm_rows, l2norm_qk_rows: 32 threads a row */
+
+const char *metrale_ops_chain_path(const metrale_ops *o) {
+  const int l2 = o->k[METRALE_K_l2norm_qk_rows] != 0, gn = o->k[METRALE_K_gated_rmsnorm_rows] != 0;
+  return l2 ? (gn ? "gdn.l2norm_qk_rows / norm.gated_rmsnorm_rows (32 threads a row)"
+                  : "gdn.l2norm_qk_rows (32 threads a row) / norm.gated_rmsnorm")
+            : (gn ? "gdn.l2norm_qk / norm.gated_rmsnorm_rows (32 threads a row)"
+                  : "gdn.l2norm_qk / norm.gated_rmsnorm");
+}
+
 metrale_status op_gated_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x,
                                 gpu_ptr z, gpu_ptr w, uint32_t rows, uint32_t n, float eps) {
+  if (o->k[METRALE_K_gated_rmsnorm_rows])
+    LAUNCH(o, st, gated_rmsnorm_rows, CEIL_DIV(rows, ROWS_PER_BLOCK), 1, P(y), P(x), P(z), P(w),
+           U(rows), U(n), F(eps));
   LAUNCH(o, st, gated_rmsnorm, rows, 1, P(y), P(x), P(z), P(w), U(rows), U(n), F(eps));
 }
 
@@ -176,7 +189,12 @@ metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, 
 
 metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,
                             uint32_t dk, uint32_t ld) {
-  LAUNCH(o, st, l2norm_qk, t * 2 * nk, 1, P(x), U(t), U(nk), U(dk), U(ld));
+  const uint64_t heads = (uint64_t)t * 2 * nk;
+  if (heads > UINT32_MAX)
+    return METRALE_ERROR(INVALID_ARGUMENT, "l2norm of %u tokens x %u key heads", t, nk);
+  if (o->k[METRALE_K_l2norm_qk_rows])
+    LAUNCH(o, st, l2norm_qk_rows, CEIL_DIV(heads, ROWS_PER_BLOCK), 1, P(x), U(t), U(nk), U(dk), U(ld));
+  LAUNCH(o, st, l2norm_qk, (uint32_t)heads, 1, P(x), U(t), U(nk), U(dk), U(ld));
 }
 
 metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr a,

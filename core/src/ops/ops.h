@@ -22,7 +22,11 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev);
 const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m);
 const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m);
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m);
+/* The split-K kernels for small M (few 64x64 tiles), and when they are taken. */
+const char *metrale_ops_gemm_splitk_path(const metrale_ops *ops);
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *ops);
+/* The q/k l2norm and the gated norm: their 32-threads-a-row kernels when present. */
+const char *metrale_ops_chain_path(const metrale_ops *ops);
 
 metrale_status op_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                           uint32_t rows, uint32_t n, float eps);

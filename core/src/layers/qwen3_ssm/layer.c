@@ -110,6 +110,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_conv1d_prefill_path(&L->ops));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
           metrale_ops_delta_rule_prefill_path(&L->ops, d->dk, d->dv));
+  fprintf(out, "  q/k l2norm / gated norm:       %s\n", metrale_ops_chain_path(&L->ops));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(&L->ops));
   if (L->moe)
     fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.moe_topk, moe.moe_gate_up, "
