@@ -22,6 +22,10 @@
  * read exactly once per 16 activation rows, with 16-byte loads. */
 #include "common.cuh"
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIPCC__)
+#include <cooperative_groups.h> /* clusters and distributed shared memory (split K) */
+#endif
+
 /* MK_GEMM_PORTABLE forces the portable path (to build and test it on NVIDIA). */
 #if !defined(MK_GEMM_PORTABLE) && !defined(__HIPCC__) && !defined(__HIP_PLATFORM_AMD__) && \
     defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -213,9 +217,63 @@ __device__ __forceinline__ void store2(void *y, unsigned N, unsigned row, unsign
   if (col + 1 < N) store_out<F32_OUT>(y, i + 1, v1);
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* Split K (SPLIT > 1, sm_90 only): the SPLIT blocks of a thread-block cluster (1, 1, SPLIT)
+ * share one output tile, block z walking the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT).  Each
+ * leaves its f32 partial tile in its own shared memory; after a cluster barrier, block r
+ * adds rows [r*BM/SPLIT, (r+1)*BM/SPLIT) of all SPLIT partials, always in rank order 0, 1,
+ * ..., through distributed shared memory, so the result does not depend on timing.  A
+ * second cluster barrier keeps every partial alive until all blocks have read it. */
+template <unsigned BM, unsigned BN, unsigned MI, unsigned NI, unsigned SPLIT, bool F32_OUT>
+__device__ __forceinline__ void split_reduce(void *y, unsigned char *smem, const float (&acc)[MI][NI][4],
+                                             unsigned M, unsigned N, unsigned m0, unsigned n0) {
+  constexpr unsigned WTM = BM / 4, WTN = BN / 2, LD = BN + 4; /* +4: 8-byte stores spread over banks */
+  constexpr unsigned ROWS = BM / SPLIT, VECS = ROWS * BN / 4;
+  static_assert(BM % SPLIT == 0 && VECS % kBlock == 0, "whole float4s per thread");
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u, wm = warp >> 1, wn = warp & 1u;
+  const unsigned g = lane >> 2, t = lane & 3u;
+  float *part = reinterpret_cast<float *>(smem);
+  __syncthreads(); /* the ring's last stage has been read by every warp */
+#pragma unroll
+  for (unsigned mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (unsigned ni = 0; ni < NI; ni++) {
+      const unsigned r = wm * WTM + mi * 16 + g, c = wn * WTN + ni * 8 + 2 * t;
+      *reinterpret_cast<float2 *>(part + r * LD + c) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2 *>(part + (r + 8) * LD + c) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  cl.sync();
+  const unsigned rank = cl.block_rank();
+  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+#pragma unroll
+  for (unsigned v = 0; v < VECS / kBlock; v++) {
+    const unsigned idx = threadIdx.x + v * kBlock;
+    const unsigned r = rank * ROWS + idx / (BN / 4), c = idx % (BN / 4) * 4;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (unsigned q = 0; q < SPLIT; q++) {
+      const float4 p = *cl.map_shared_rank(reinterpret_cast<float4 *>(part + r * LD + c), q);
+      sum.x += p.x;
+      sum.y += p.y;
+      sum.z += p.z;
+      sum.w += p.w;
+    }
+    if (m0 + r < M) {
+      store2<F32_OUT>(y, N, m0 + r, n0 + c, sum.x, sum.y, pair);
+      store2<F32_OUT>(y, N, m0 + r, n0 + c + 2, sum.z, sum.w, pair);
+    }
+  }
+  cl.sync();
+}
+#endif
+
 /* One BM x BN output tile per block of 8 warps (4 along M x 2 along N), STAGES-deep
- * ring of (x tile, w tile) stages, in static shared memory or (DYN) the launch's. */
-template <unsigned BM, unsigned BN, unsigned STAGES, typename XT, bool F32_OUT, bool DYN = false>
+ * ring of (x tile, w tile) stages, in static shared memory or (DYN) the launch's.
+ * SPLIT > 1: a cluster of SPLIT blocks shares the tile, each a slice of K (split_reduce). */
+template <unsigned BM, unsigned BN, unsigned STAGES, typename XT, bool F32_OUT, bool DYN = false,
+          unsigned SPLIT = 1>
 __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
                                           const bf16 *__restrict__ w, unsigned M, unsigned N,
                                           unsigned K) {
@@ -235,6 +293,10 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
   const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
   const unsigned KT = (K + BK - 1) / BK;
   const uint32_t s0 = DYN ? dyn_smem_base() : smem_addr(smem);
+  static_assert(SPLIT == 1 || (!DYN && BM * (BN + 4) * 4 <= STAGES * STAGE), "split partials fit the ring");
+  /* this block's k steps [kt0, kt0 + NT): all of them unless K is split */
+  const unsigned kt0 = SPLIT > 1 ? (unsigned)((uint64_t)KT * blockIdx.z / SPLIT) : 0u;
+  const unsigned NT = SPLIT > 1 ? (unsigned)((uint64_t)KT * (blockIdx.z + 1) / SPLIT) - kt0 : KT;
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -246,23 +308,23 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
 
 #pragma unroll
   for (unsigned s = 0; s + 1 < STAGES; s++) {
-    if (s < KT) {
-      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, s * BK, vx);
-      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, s * BK, vw);
+    if (s < NT) {
+      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, (kt0 + s) * BK, vx);
+      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, (kt0 + s) * BK, vw);
     }
     cp_commit();
   }
 
-  for (unsigned kt = 0; kt < KT; kt++) {
+  for (unsigned kt = 0; kt < NT; kt++) {
     /* stage kt has landed (this thread's copies), and after the barrier everyone's; the
      * barrier also retires the reads of stage kt-1, whose slot is refilled next */
     cp_wait<STAGES - 2>();
     __syncthreads();
     const unsigned nk = kt + STAGES - 1;
-    if (nk < KT) {
+    if (nk < NT) {
       const uint32_t sn = s0 + (nk % STAGES) * STAGE;
-      load_tile<BM>(sn, x, M, K, m0, nk * BK, vx);
-      load_tile<BN>(sn + A_BYTES, w, N, K, n0, nk * BK, vw);
+      load_tile<BM>(sn, x, M, K, m0, (kt0 + nk) * BK, vx);
+      load_tile<BN>(sn + A_BYTES, w, N, K, n0, (kt0 + nk) * BK, vw);
     }
     cp_commit();
 
@@ -309,6 +371,12 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
     }
   }
   cp_wait<0>(); /* nothing may be in flight at exit (only empty groups are) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (SPLIT > 1) {
+    split_reduce<BM, BN, MI, NI, SPLIT, F32_OUT>(y, smem, acc, M, N, m0, n0);
+    return;
+  }
+#endif
 
   const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
   const unsigned g = lane >> 2, t = lane & 3u;
@@ -325,156 +393,9 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
 #endif
 
 #if MK_GEMM_MMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* ---- sm_90a: wgmma (warpgroup MMA) for the 128x128 tiles ---------------------------- */
+/* ---- sm_90a: wgmma (warpgroup MMA) for the 128x128 and 128x256 tiles ----------------- */
 #define MK_GEMM_WGMMA 1
-namespace wg {
-using namespace tc;
-
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-/* keeps the compiler from moving accesses of the accumulators across this point */
-__device__ __forceinline__ void pin(float (&d)[64]) {
-#pragma unroll
-  for (unsigned i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* Descriptor of a K-major bf16 tile in tc's layout: 64-byte rows whose chunks are
- * XOR-permuted exactly as the hardware's 64-byte swizzle (tile base 512-byte aligned),
- * 8-row groups 512 bytes apart (the leading offset is unused for swizzled K-major). */
-__device__ __forceinline__ uint64_t desc64(uint32_t addr) {
-  return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512u >> 4) << 32 |
-         (uint64_t)2 << 62;
-}
-
-/* d (+)= A . B^T, m64n128k16, A and B K-major bf16 in shared memory (descriptors) */
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, 1, 1, 1, 0, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db));
-}
-/* the same with A in registers (the mma.m16n8k16 A fragment of each warp's 16 rows) */
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-/* 128x128 tile, two warpgroups of 64 rows each, m64n128k16 per k16 step; the stages
- * are those of tc::gemm_tile, in the launch's dynamic shared memory.  bf16 x: A from
- * shared memory; f32 x: A split into hi and lo in registers (two MMAs). */
-template <unsigned STAGES, typename XT, bool F32_OUT>
-__device__ __forceinline__ void gemm_tile128(void *y, const XT *__restrict__ x,
-                                             const bf16 *__restrict__ w, unsigned M, unsigned N,
-                                             unsigned K) {
-  constexpr unsigned BM = 128, BN = 128;
-  constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
-  constexpr unsigned STAGE = A_BYTES + B_BYTES;
-  static_assert(STAGE % 512u == 0 && A_BYTES % 512u == 0, "swizzle atoms stay aligned");
-  static_assert(STAGES >= 2, "a ring");
-
-  unsigned tm, tn;
-  tile_of_block(tm, tn);
-  const unsigned m0 = tm * BM, n0 = tn * BN;
-  if (m0 >= M || n0 >= N) return;
-  const unsigned lane = threadIdx.x % 32u, wgi = threadIdx.x / 128u, wq = (threadIdx.x / 32u) % 4u;
-  const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
-  const unsigned KT = (K + BK - 1) / BK;
-  const uint32_t s0 = dyn_smem_base();
-
-  float acc[64];
-#pragma unroll
-  for (unsigned i = 0; i < 64; i++) acc[i] = 0.0f;
-
-#pragma unroll
-  for (unsigned s = 0; s + 1 < STAGES; s++) {
-    if (s < KT) {
-      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, s * BK, vx);
-      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, s * BK, vw);
-    }
-    cp_commit();
-  }
-
-  for (unsigned kt = 0; kt < KT; kt++) {
-    cp_wait<STAGES - 2>();
-    fence_proxy_async(); /* the tensor cores read what this thread's copies wrote */
-    __syncthreads();     /* also: every warpgroup finished with stage kt-1 (wait0 below) */
-    const unsigned nk = kt + STAGES - 1;
-    if (nk < KT) {
-      const uint32_t sn = s0 + (nk % STAGES) * STAGE;
-      load_tile<BM>(sn, x, M, K, m0, nk * BK, vx);
-      load_tile<BN>(sn + A_BYTES, w, N, K, n0, nk * BK, vw);
-    }
-    cp_commit();
-
-    const uint32_t sa = s0 + (kt % STAGES) * STAGE, sb = sa + A_BYTES;
-    const uint64_t db = desc64(sb);
-    if constexpr (sizeof(XT) == 2) {
-      const uint64_t da = desc64(sa + wgi * 64u * 64u);
-      pin(acc);
-      wgmma_fence();
-      wgmma_ss(acc, da, db);
-      wgmma_ss(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
-      wgmma_commit();
-      wgmma_wait0();
-      pin(acc);
-    } else {
-      const unsigned g = lane >> 2, ra = wgi * 64u + wq * 16u + g, rb = ra + 8;
-      uint32_t hi[2][4], lo[2][4];
-#pragma unroll
-      for (unsigned h = 0; h < 2; h++) {
-        const unsigned c = h * 16 + 2 * (lane & 3u);
-        split_bf16(lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u), hi[h][0], lo[h][0]);
-        split_bf16(lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u), hi[h][1], lo[h][1]);
-        split_bf16(lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][2], lo[h][2]);
-        split_bf16(lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][3], lo[h][3]);
-      }
-      pin(acc);
-      wgmma_fence();
-      wgmma_rs(acc, lo[0], db);
-      wgmma_rs(acc, hi[0], db);
-      wgmma_rs(acc, lo[1], db + 2);
-      wgmma_rs(acc, hi[1], db + 2);
-      wgmma_commit();
-      wgmma_wait0();
-      pin(acc);
-    }
-  }
-  cp_wait<0>();
-
-  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
-  const unsigned g = lane >> 2, t = lane & 3u;
-  const unsigned row = m0 + wgi * 64u + wq * 16u + g;
-#pragma unroll
-  for (unsigned j = 0; j < 16; j++) {
-    const unsigned col = n0 + j * 8 + 2 * t;
-    if (row < M) store2<F32_OUT>(y, N, row, col, acc[4 * j], acc[4 * j + 1], pair);
-    if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pair);
-  }
-}
-}  // namespace wg
+#include "gemm_wgmma.cuh"
 #else
 #define MK_GEMM_WGMMA 0
 #endif
@@ -798,7 +719,7 @@ static_assert(mk_shared("gemm_bf16_t128") == kT128StagesBf16 * 128u * (64u + 64u
 MK_KERNEL_T128(gemm_bf16_t128)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,
                                unsigned k) {
 #if MK_GEMM_WGMMA
-  wg::gemm_tile128<kT128StagesBf16, bf16, false>(y, x, w, m, n, k);
+  wg::gemm_tile_wg<128, kT128StagesBf16, bf16, false>(y, x, w, m, n, k);
 #else
   tc::gemm_tile<128, 128, kT128StagesBf16, bf16, false, true>(y, x, w, m, n, k);
 #endif
@@ -808,13 +729,50 @@ MK_CHECK(gemm_bf16_t128, gemm);
 MK_KERNEL_T128(gemm_f32in_t128)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n,
                                 unsigned k) {
 #if MK_GEMM_WGMMA
-  wg::gemm_tile128<kT128StagesF32, float, true>(y, x, w, m, n, k);
+  wg::gemm_tile_wg<128, kT128StagesF32, float, true>(y, x, w, m, n, k);
 #else
   tc::gemm_tile<128, 128, kT128StagesF32, float, true, true>(y, x, w, m, n, k);
 #endif
 }
 MK_CHECK(gemm_f32in_t128, gemm);
+
+#if MK_GEMM_WGMMA
+/* 128x256 tiles, sm_90a only (the other images lack the kernel; the layer then takes
+ * gemm_f32in_t128): half the operand traffic per product of the 128x128 tile, 128
+ * accumulators a thread, one block an SM, 4 stages of 32 KiB. */
+constexpr unsigned kT256Stages = 4;
+static_assert(mk_shared("gemm_f32in_t256") == kT256Stages * 128u * (128u + 128u) + 1024u,
+              "kernels.def METRALE_KERNEL_SHARED row: the stages plus 1 KiB of alignment");
+extern "C" __global__ void __launch_bounds__(mk_block("gemm_f32in_t256"), 1)
+    gemm_f32in_t256(float *y, const float *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  wg::gemm_tile_wg<256, kT256Stages, float, true>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_f32in_t256, gemm);
+#endif
 static_assert(mk_block("gemm_bf16_t128") == kBlock && mk_block("gemm_f32in_t128") == kBlock,
+              "the tile mapping assumes 256 threads");
+#endif
+
+#if MK_GEMM_MMA && __CUDA_ARCH__ >= 900
+/* Split K for small M (kernels.def gemm_*_splitk): grid (ceil(N/64), ceil(M/64), 4), the 4
+ * blocks of a tile one cluster.  Only in the sm_90 images: elsewhere the kernels are
+ * absent and the layer takes the 64x64 ones. */
+constexpr unsigned kSplitK = 4;
+#define MK_KERNEL_SPLITK(name) \
+  extern "C" __global__ void __launch_bounds__(mk_block(#name)) __cluster_dims__(1, 1, kSplitK) name
+
+MK_KERNEL_SPLITK(gemm_bf16_splitk)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,
+                                   unsigned k) {
+  tc::gemm_tile<TM, TN, 6, bf16, false, false, kSplitK>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_bf16_splitk, gemm);
+
+MK_KERNEL_SPLITK(gemm_f32in_splitk)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n,
+                                    unsigned k) {
+  tc::gemm_tile<TM, TN, 4, float, true, false, kSplitK>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_f32in_splitk, gemm);
+static_assert(mk_block("gemm_bf16_splitk") == kBlock && mk_block("gemm_f32in_splitk") == kBlock,
               "the tile mapping assumes 256 threads");
 #endif
 

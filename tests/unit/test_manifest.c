@@ -22,8 +22,8 @@ Test(manifest, every_row_parses_with_sane_fields) {
   }
 }
 
-/* Dynamic shared memory is only for optional rows (every sm_80+ GPU has 99 KiB a block;
- * a required kernel must not depend on more than the 48 KiB every device has). */
+/* Dynamic shared memory is only for optional rows (a required kernel must not depend on
+ * more than the 48 KiB every device has); 227 KiB is the most any GPU gives a block. */
 Test(manifest, dynamic_shared_memory_rows) {
   int rows = 0;
   for (int i = 0; i < METRALE_K_COUNT; i++) {
@@ -31,7 +31,7 @@ Test(manifest, dynamic_shared_memory_rows) {
     if (!k->shared_bytes) continue;
     rows++;
     cr_expect_eq(k->requirement, METRALE_OPTIONAL, "required %s asks for dynamic shared memory", k->name);
-    cr_expect(k->shared_bytes <= 99u * 1024u && k->shared_bytes % 16u == 0, "%s: %u bytes", k->name,
+    cr_expect(k->shared_bytes <= 227u * 1024u && k->shared_bytes % 16u == 0, "%s: %u bytes", k->name,
               k->shared_bytes);
   }
   cr_expect(metrale_kernel_info_get(METRALE_K_gemm_f32in_t128)->shared_bytes > 48u * 1024u,

@@ -37,30 +37,68 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by up to three kernels: a gemv for decode (M <= 16), 128x128
- * tiles when there are enough of them to fill the GPU, and the 64x64-tile kernel. */
+/* One GEMM contract served by up to five kernels: a gemv for decode (M <= 16), 128x256
+ * (Hopper) or 128x128 tiles when there are enough of them to fill the GPU, 64x64 tiles
+ * with K split in 4 when there are few of them, and the 64x64-tile kernel. */
 typedef struct gemm_family {
-  metrale_kernel_id gemv, t128, tile; /* t128 = METRALE_K_COUNT: the family has none */
+  metrale_kernel_id gemv, t256, t128, splitk, tile; /* METRALE_K_COUNT: the family has none */
 } gemm_family;
 
-static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16, METRALE_K_gemm_bf16_t128, METRALE_K_gemm_bf16};
-static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_gemm_bf16_f32};
-static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t128, METRALE_K_gemm_f32in};
+static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16, METRALE_K_COUNT, METRALE_K_gemm_bf16_t128,
+                                      METRALE_K_gemm_bf16_splitk, METRALE_K_gemm_bf16};
+static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT,
+                                          METRALE_K_gemm_bf16_f32};
+static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t256, METRALE_K_gemm_f32in_t128,
+                                       METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in};
 
-/* The kernel a GEMM of m rows (and n columns; 0 = unknown, counts as wide) runs on. */
-static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
+/* The 128x256-tile kernel holds one block an SM: it takes over from the 128x128 one once
+ * its tiles make two waves on an H200 (132 SMs). */
+static int use_t256(const metrale_ops *o, metrale_kernel_id id, uint32_t m, uint32_t n) {
+  const uint64_t cols = n ? CEIL_DIV(n, 256) : 64;
+  return o->k[id] && (uint64_t)CEIL_DIV(m, 128) * cols >= 264;
+}
+
+#define SPLITK 4u /* kernels.def gemm_*_splitk: K slices, grid.z */
+/* Split K pays while the 64x64 tiles are few, so that each walks a long K with most SMs
+ * idle, and each slice keeps enough k steps to fill its pipeline.  Measured on the H200
+ * (docs/perf-gemm.md): out_proj (N = 2048, K = 4096) 39 -> 17 us at M <= 64 (32 tiles),
+ * 39 -> 23 us at 128, 40 -> 37 us at 256 (128 tiles), slower at 512 (256 tiles); in_proj
+ * (N = 12352, K = 2048) 50 -> 45 us at M <= 64 (193 tiles), slower at 128 (386). */
+#define SPLITK_MAX_TILES 200u
+#define SPLITK_MIN_K 1024u
+
+static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
+  return f->splitk != METRALE_K_COUNT && o->k[f->splitk] && n && k >= SPLITK_MIN_K &&
+         (uint64_t)CEIL_DIV(m, 64) * CEIL_DIV(n, 64) <= SPLITK_MAX_TILES;
+}
+
+/* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
+ * split) runs on. */
+static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
+                                   uint32_t k) {
   if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
+  if (f->t256 != METRALE_K_COUNT && use_t256(o, f->t256, m, n)) return f->t256;
   if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
+  if (use_splitk(o, f, m, n, k)) return f->splitk;
   return f->tile;
 }
 
 static const char *gemm_name(const metrale_ops *o, const gemm_family *f, uint32_t m) {
-  return metrale_kernel_info_get(gemm_pick(o, f, m, 0))->name;
+  return metrale_kernel_info_get(gemm_pick(o, f, m, 0, 0))->name;
 }
 
 const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16, m); }
 const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16_F32, m); }
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_F32IN, m); }
+
+const char *metrale_ops_gemm_splitk_path(const metrale_ops *o) {
+  const int b = o->k[METRALE_K_gemm_bf16_splitk] != 0, f = o->k[METRALE_K_gemm_f32in_splitk] != 0;
+  if (b && f)
+    return "gemm.gemm_f32in_splitk / gemm.gemm_bf16_splitk (K in 4 slices) for up to 200 64x64 tiles";
+  if (b) return "gemm.gemm_bf16_splitk (K in 4 slices) for up to 200 64x64 tiles; in_proj none";
+  if (f) return "gemm.gemm_f32in_splitk (K in 4 slices) for up to 200 64x64 tiles; others none";
+  return "none (the 64x64-tile kernels)";
+}
 
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *o) {
   return o->k[METRALE_K_add_rmsnorm] ? "norm.add_rmsnorm" : "elementwise.add + norm.rmsnorm (fallback)";
@@ -123,12 +161,13 @@ static metrale_status check_gemm_grid(uint32_t m) {
 /* grid per kernel shape (kernels.def): gemv ceil(N/8); tiles (ceil(N/T), ceil(M/T)) */
 static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_stream st, gpu_ptr y,
                                gpu_ptr x, gpu_ptr w, uint32_t m, uint32_t n, uint32_t k) {
-  const metrale_kernel_id id = gemm_pick(o, f, m, n);
+  const metrale_kernel_id id = gemm_pick(o, f, m, n, k);
   gpu_dim3 grid = {CEIL_DIV(n, 8), 1, 1};
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-    const uint32_t tile = id == f->t128 ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, tile), CEIL_DIV(m, tile), 1};
+    const uint32_t tile_m = id == f->t256 || id == f->t128 ? 128u : 64u;
+    const uint32_t tile_n = id == f->t256 ? 256u : tile_m;
+    grid = (gpu_dim3){CEIL_DIV(n, tile_n), CEIL_DIV(m, tile_m), id == f->splitk ? SPLITK : 1u};
   }
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
   return metrale_launch(o->dev, id, o->k[id], grid, st, args, 6);

@@ -96,6 +96,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_gemm_f32_path(&L->ops, 1u << 20));
   fprintf(out, "  other projections:             gemm.%s / gemm.%s\n", metrale_ops_gemm_path(&L->ops, 1),
           metrale_ops_gemm_path(&L->ops, 1u << 20));
+  fprintf(out, "  projections, split K:          %s\n", metrale_ops_gemm_splitk_path(&L->ops));
   fprintf(out, "  decode step:                   %s\n",
           qwen3_ssm_graphs_used(L) ? "recorded once per batch and buffers, then replayed as a graph"
                                    : (metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"

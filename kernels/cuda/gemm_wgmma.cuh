@@ -1,0 +1,206 @@
+/* The sm_90a tiles of gemm.cu: wgmma (warpgroup MMA) fed by tc::gemm_tile's cp.async
+ * stages.  Included by gemm.cu inside its sm_90a guard, after namespace tc. */
+namespace wg {
+using namespace tc;
+
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* keeps the compiler from moving accesses of the accumulators across this point */
+template <unsigned NA> __device__ __forceinline__ void pin(float (&d)[NA]) {
+#pragma unroll
+  for (unsigned i = 0; i < NA; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Descriptor of a K-major bf16 tile in tc's layout: 64-byte rows whose chunks are
+ * XOR-permuted exactly as the hardware's 64-byte swizzle (tile base 512-byte aligned),
+ * 8-row groups 512 bytes apart (the leading offset is unused for swizzled K-major). */
+__device__ __forceinline__ uint64_t desc64(uint32_t addr) {
+  return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512u >> 4) << 32 |
+         (uint64_t)2 << 62;
+}
+
+/* wgmma m64nNk16 with N = 128 or 256 (N / 2 accumulators a thread) */
+template <unsigned N> struct mma_n;
+template <> struct mma_n<128> {
+  /* d (+)= A . B^T, m64n128k16, A and B K-major bf16 in shared memory (descriptors) */
+  static __device__ __forceinline__ void ss(float (&d)[64], uint64_t da, uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, 1, 1, 1, 0, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db));
+  }
+  /* the same with A in registers (the mma.m16n8k16 A fragment of each warp's 16 rows) */
+  static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  }
+};
+template <> struct mma_n<256> {
+  /* d (+)= A . B^T, m64n256k16, A and B K-major bf16 in shared memory (descriptors) */
+  static __device__ __forceinline__ void ss(float (&d)[128], uint64_t da, uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, 1, 1, 1, 0, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db));
+  }
+  /* the same with A in registers (the mma.m16n8k16 A fragment of each warp's 16 rows) */
+  static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "{%128, %129, %130, %131}, %132, 1, 1, 1, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+  }
+};
+
+/* 128 x BN tile, two warpgroups of 64 rows each, m64nBNk16 per k16 step; the stages are
+ * those of tc::gemm_tile, in the launch's dynamic shared memory.  bf16 x: A from shared
+ * memory; f32 x: A split into hi and lo in registers (two MMAs). */
+template <unsigned BN, unsigned STAGES, typename XT, bool F32_OUT>
+__device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
+                                             const bf16 *__restrict__ w, unsigned M, unsigned N,
+                                             unsigned K) {
+  constexpr unsigned BM = 128, NA = BN / 2; /* accumulators a thread */
+  using mma = mma_n<BN>;
+  constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
+  constexpr unsigned STAGE = A_BYTES + B_BYTES;
+  static_assert(STAGE % 512u == 0 && A_BYTES % 512u == 0, "swizzle atoms stay aligned");
+  static_assert(STAGES >= 2, "a ring");
+
+  unsigned tm, tn;
+  tile_of_block(tm, tn);
+  const unsigned m0 = tm * BM, n0 = tn * BN;
+  if (m0 >= M || n0 >= N) return;
+  const unsigned lane = threadIdx.x % 32u, wgi = threadIdx.x / 128u, wq = (threadIdx.x / 32u) % 4u;
+  const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
+  const unsigned KT = (K + BK - 1) / BK;
+  const uint32_t s0 = dyn_smem_base();
+
+  float acc[NA];
+#pragma unroll
+  for (unsigned i = 0; i < NA; i++) acc[i] = 0.0f;
+
+#pragma unroll
+  for (unsigned s = 0; s + 1 < STAGES; s++) {
+    if (s < KT) {
+      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, s * BK, vx);
+      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, s * BK, vw);
+    }
+    cp_commit();
+  }
+
+  for (unsigned kt = 0; kt < KT; kt++) {
+    cp_wait<STAGES - 2>();
+    fence_proxy_async(); /* the tensor cores read what this thread's copies wrote */
+    __syncthreads();     /* also: every warpgroup finished with stage kt-1 (wait0 below) */
+    const unsigned nk = kt + STAGES - 1;
+    if (nk < KT) {
+      const uint32_t sn = s0 + (nk % STAGES) * STAGE;
+      load_tile<BM>(sn, x, M, K, m0, nk * BK, vx);
+      load_tile<BN>(sn + A_BYTES, w, N, K, n0, nk * BK, vw);
+    }
+    cp_commit();
+
+    const uint32_t sa = s0 + (kt % STAGES) * STAGE, sb = sa + A_BYTES;
+    const uint64_t db = desc64(sb);
+    if constexpr (sizeof(XT) == 2) {
+      const uint64_t da = desc64(sa + wgi * 64u * 64u);
+      pin(acc);
+      wgmma_fence();
+      mma::ss(acc, da, db);
+      mma::ss(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
+      wgmma_commit();
+      wgmma_wait0();
+      pin(acc);
+    } else {
+      const unsigned g = lane >> 2, ra = wgi * 64u + wq * 16u + g, rb = ra + 8;
+      uint32_t hi[2][4], lo[2][4];
+#pragma unroll
+      for (unsigned h = 0; h < 2; h++) {
+        const unsigned c = h * 16 + 2 * (lane & 3u);
+        split_bf16(lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u), hi[h][0], lo[h][0]);
+        split_bf16(lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u), hi[h][1], lo[h][1]);
+        split_bf16(lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][2], lo[h][2]);
+        split_bf16(lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][3], lo[h][3]);
+      }
+      pin(acc);
+      wgmma_fence();
+      mma::rs(acc, lo[0], db);
+      mma::rs(acc, hi[0], db);
+      mma::rs(acc, lo[1], db + 2);
+      mma::rs(acc, hi[1], db + 2);
+      wgmma_commit();
+      wgmma_wait0();
+      pin(acc);
+    }
+  }
+  cp_wait<0>();
+
+  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+  const unsigned g = lane >> 2, t = lane & 3u;
+  const unsigned row = m0 + wgi * 64u + wq * 16u + g;
+#pragma unroll
+  for (unsigned j = 0; j < BN / 8; j++) {
+    const unsigned col = n0 + j * 8 + 2 * t;
+    if (row < M) store2<F32_OUT>(y, N, row, col, acc[4 * j], acc[4 * j + 1], pair);
+    if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pair);
+  }
+}
+}  // namespace wg
