@@ -76,8 +76,6 @@ metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32
 /* ---- gdn.c ----------------------------------------------------------------------- */
 /* The mixer's path from the input projection to the recurrence is f32 (kernels.def,
  * "Precision"): p, mixed, z, b, a, the conv output and qkv are f32; o is bf16. */
-void cpu_split_qkvzba(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
-                      uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);
 void cpu_split_qkvzba35(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
                         uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);
 /* x f32 [T, ld]: the 2*nk heads of width dk at the start of each row, in place. */

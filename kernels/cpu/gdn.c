@@ -6,31 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cpu_split_qkvzba(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
-                      uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
-  uint32_t r = nv / nk;                               /* value heads per key head */
-  size_t group = 2 * (size_t)dk + 2 * (size_t)r * dv; /* one key head of in_proj_qkvz */
-  size_t width = nk * group + 2 * (size_t)nv;         /* a row of p */
-  size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;   /* C */
-#pragma omp parallel for schedule(static)
-  for (int64_t tok = 0; tok < (int64_t)t; tok++) {
-    const float *row = p + (size_t)tok * width;
-    float *mrow = mixed + (size_t)tok * c;
-    for (uint32_t kh = 0; kh < nk; kh++) {
-      const float *g = row + kh * group; /* [dk | dk | r*dv | r*dv] = q,k,v,z */
-      memcpy(mrow + (size_t)kh * dk, g, dk * sizeof *g);
-      memcpy(mrow + (size_t)nk * dk + (size_t)kh * dk, g + dk, dk * sizeof *g);
-      memcpy(mrow + 2 * (size_t)nk * dk + (size_t)kh * r * dv, g + 2 * dk,
-             (size_t)r * dv * sizeof *g);
-      memcpy(z + (size_t)tok * nv * dv + (size_t)kh * r * dv, g + 2 * dk + (size_t)r * dv,
-             (size_t)r * dv * sizeof *g);
-      const float *ba = row + nk * group + (size_t)kh * 2 * r; /* [r | r] = b,a */
-      memcpy(b + (size_t)tok * nv + (size_t)kh * r, ba, r * sizeof *ba);
-      memcpy(a + (size_t)tok * nv + (size_t)kh * r, ba + r, r * sizeof *ba);
-    }
-  }
-}
-
 void cpu_split_qkvzba35(float *mixed, float *z, float *b, float *a, const float *p, uint32_t t,
                         uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
   size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;
@@ -181,14 +156,6 @@ static metrale_status check_heads(const char *kernel, uint32_t nk, uint32_t nv) 
   if (nk == 0 || nv % nk != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: nv (%u) must be a non-zero multiple of nk (%u)",
                          kernel, nv, nk);
-  return METRALE_OK;
-}
-
-metrale_status cpu_k_split_qkvzba(const gpu_arg *args) {
-  METRALE_RETURN_IF_ERROR(check_heads("split_qkvzba", cpu_arg_u(args, 6), cpu_arg_u(args, 7)));
-  cpu_split_qkvzba(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 3),
-                   cpu_arg_p(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7),
-                   cpu_arg_u(args, 8), cpu_arg_u(args, 9));
   return METRALE_OK;
 }
 

@@ -14,11 +14,10 @@ static metrale_status check_fused(const char *kernel, uint32_t nk, uint32_t nv, 
 
 /* Arguments in signature order: y p conv_w conv_state a_log dt_bias norm_w state slots bsz
  * nk nv dk dv kw eps. */
-static metrale_status decode_fused(const gpu_arg *args, int qwen35) {
+static metrale_status decode_fused(const gpu_arg *args) {
   const uint32_t bsz = cpu_arg_u(args, 9), nk = cpu_arg_u(args, 10), nv = cpu_arg_u(args, 11),
                  dk = cpu_arg_u(args, 12), dv = cpu_arg_u(args, 13), kw = cpu_arg_u(args, 14);
-  METRALE_RETURN_IF_ERROR(
-      check_fused(qwen35 ? "gdn_decode_fused35" : "gdn_decode_fused", nk, nv, kw));
+  METRALE_RETURN_IF_ERROR(check_fused("gdn_decode_fused35", nk, nv, kw));
   if (bsz == 0) return METRALE_OK;
   metrale_bf16 *y = cpu_arg_p(args, 0);
   const float *p = cpu_arg_p(args, 1);
@@ -38,10 +37,7 @@ static metrale_status decode_fused(const gpu_arg *args, int qwen35) {
         *g = aa + b * nv, *beta = g + b * nv;
   metrale_bf16 *o = (metrale_bf16 *)(beta + b * nv);
 
-  if (qwen35)
-    cpu_split_qkvzba35(mixed, z, bb, aa, p, bsz, nk, nv, dk, dv);
-  else
-    cpu_split_qkvzba(mixed, z, bb, aa, p, bsz, nk, nv, dk, dv);
+  cpu_split_qkvzba35(mixed, z, bb, aa, p, bsz, nk, nv, dk, dv);
   cpu_conv1d_update(qkv, mixed, conv_w, conv_state, slots, bsz, (uint32_t)c, kw);
   cpu_l2norm_qk(qkv, bsz, nk, dk, (uint32_t)c);
   cpu_gates(g, beta, aa, bb, a_log, dt_bias, bsz * nv, nv);
@@ -51,5 +47,4 @@ static metrale_status decode_fused(const gpu_arg *args, int qwen35) {
   return s;
 }
 
-metrale_status cpu_k_gdn_decode_fused(const gpu_arg *args) { return decode_fused(args, 0); }
-metrale_status cpu_k_gdn_decode_fused35(const gpu_arg *args) { return decode_fused(args, 1); }
+metrale_status cpu_k_gdn_decode_fused35(const gpu_arg *args) { return decode_fused(args); }

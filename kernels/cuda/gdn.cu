@@ -215,58 +215,6 @@ namespace {
 constexpr unsigned kSplitBatch = 4;
 }  // namespace
 
-MK_KERNEL(split_qkvzba)(float *__restrict__ mixed, float *__restrict__ z, float *__restrict__ b,
-                        float *__restrict__ a, const float *__restrict__ p, unsigned t,
-                        unsigned nk, unsigned nv, unsigned dk, unsigned dv) {
-  if (blockIdx.x >= t || !heads_ok(nk, nv, 0)) return;
-  const unsigned r = nv / nk;                              /* value heads per key head */
-  const size_t group = 2 * (size_t)dk + 2 * (size_t)r * dv; /* [dk | dk | r*dv | r*dv] */
-  const size_t qkvz = nk * group;
-  const size_t width = qkvz + 2 * (size_t)nv; /* then per key head [r | r] = b, a */
-  const size_t C = 2 * (size_t)nk * dk + (size_t)nv * dv;
-  const size_t tok = blockIdx.x;
-  const float *row = p + tok * width;
-  float *mrow = mixed + tok * C, *zrow = z + tok * nv * dv, *brow = b + tok * nv, *arow = a + tok * nv;
-  /* (key head, offset in its group) of element i, advanced by the block stride rather
-   * than divided out for every element (qkvz > 0 implies group > 0) */
-  size_t kh = group ? threadIdx.x / group : 0, o = group ? threadIdx.x % group : 0;
-  for (size_t i0 = threadIdx.x; i0 < qkvz; i0 += kSplitBatch * blockDim.x) {
-    float v[kSplitBatch];
-#pragma unroll
-    for (unsigned u = 0; u < kSplitBatch; u++) {
-      const size_t i = i0 + (size_t)u * blockDim.x;
-      v[u] = i < qkvz ? row[i] : 0.0f;
-    }
-#pragma unroll
-    for (unsigned u = 0; u < kSplitBatch; u++) {
-      if (i0 + (size_t)u * blockDim.x < qkvz) {
-        if (o < dk)
-          mrow[kh * dk + o] = v[u];                                     /* q */
-        else if (o < 2 * (size_t)dk)
-          mrow[(nk + kh) * dk + (o - dk)] = v[u];                       /* k */
-        else if (o < 2 * (size_t)dk + (size_t)r * dv)
-          mrow[2 * (size_t)nk * dk + kh * r * dv + (o - 2 * dk)] = v[u]; /* v */
-        else
-          zrow[kh * r * dv + (o - 2 * dk - (size_t)r * dv)] = v[u];      /* z */
-      }
-      o += blockDim.x;
-      while (o >= group) {
-        o -= group;
-        kh++;
-      }
-    }
-  }
-  for (size_t i = qkvz + threadIdx.x; i < width; i += blockDim.x) {
-    const float v = row[i];
-    const size_t j = i - qkvz, bh = j / (2 * r), bo = j % (2 * r);
-    if (bo < r)
-      brow[bh * r + bo] = v;
-    else
-      arow[bh * r + (bo - r)] = v;
-  }
-}
-MK_CHECK(split_qkvzba, gdn);
-
 MK_KERNEL(split_qkvzba35)(float *__restrict__ mixed, float *__restrict__ z,
                           float *__restrict__ b, float *__restrict__ a,
                           const float *__restrict__ p, unsigned t,

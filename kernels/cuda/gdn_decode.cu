@@ -1,5 +1,5 @@
 /* gdn_decode module: one decode token per slot from the input projection's output p to
- * the gated-norm output, in one kernel (kernels.def gdn_decode_fused / _fused35).
+ * the gated-norm output, in one kernel (kernels.def gdn_decode_fused35).
  *
  * One block per (token, key head): the r = nv/nk value heads of a key head share its q/k
  * conv channels, so one block owns every conv channel it reads and writes (no race on
@@ -22,7 +22,7 @@
 #include "common.cuh"
 
 namespace {
-constexpr unsigned kBlock = mk_block("gdn_decode_fused");
+constexpr unsigned kBlock = mk_block("gdn_decode_fused35");
 static_assert(kBlock == 256 && mk_block("gdn_decode_fused35") == kBlock,
               "the thread mapping below assumes blocks of 256");
 constexpr unsigned kGroups = kBlock / 32; /* 32-lane groups per block */
@@ -59,30 +59,22 @@ __device__ __forceinline__ float block_total(float v, float *red) {
   return t;
 }
 
-/* Where the pieces of one token's row of p are (kernels.def split_qkvzba / _35). */
-template <bool QWEN35> struct row_layout {
-  size_t group; /* Qwen3-Next: one key head's [dk | dk | r*dv | r*dv] */
+/* Where the pieces of one token's row of p are: [q | k | v | z | b | a] (kernels.def
+ * split_qkvzba35; the layer keeps in_proj in this order for both families). */
+struct row_layout {
   size_t C;
-  unsigned nk, nv, dk, dv, r;
+  unsigned nk, nv, dk, dv, r; /* r = nv / nk value heads per key head */
   __device__ row_layout(unsigned nk_, unsigned nv_, unsigned dk_, unsigned dv_)
       : nk(nk_), nv(nv_), dk(dk_), dv(dv_), r(nv_ / nk_) {
-    group = 2 * (size_t)dk + 2 * (size_t)r * dv;
     C = 2 * (size_t)nk * dk + (size_t)nv * dv;
   }
   __device__ size_t width() const { return C + (size_t)nv * dv + 2 * (size_t)nv; }
-  __device__ size_t q(unsigned kh) const { return QWEN35 ? (size_t)kh * dk : kh * group; }
-  __device__ size_t k(unsigned kh) const { return QWEN35 ? (size_t)(nk + kh) * dk : kh * group + dk; }
-  __device__ size_t v(unsigned h) const {
-    return QWEN35 ? 2 * (size_t)nk * dk + (size_t)h * dv
-                  : (h / r) * group + 2 * (size_t)dk + (size_t)(h % r) * dv;
-  }
-  __device__ size_t z(unsigned h) const {
-    return QWEN35 ? C + (size_t)h * dv : v(h) + (size_t)r * dv;
-  }
-  __device__ size_t b(unsigned h) const {
-    return QWEN35 ? C + (size_t)nv * dv + h : nk * group + (size_t)(h / r) * 2 * r + h % r;
-  }
-  __device__ size_t a(unsigned h) const { return QWEN35 ? b(h) + nv : b(h) + r; }
+  __device__ size_t q(unsigned kh) const { return (size_t)kh * dk; }
+  __device__ size_t k(unsigned kh) const { return (size_t)(nk + kh) * dk; }
+  __device__ size_t v(unsigned h) const { return 2 * (size_t)nk * dk + (size_t)h * dv; }
+  __device__ size_t z(unsigned h) const { return C + (size_t)h * dv; }
+  __device__ size_t b(unsigned h) const { return C + (size_t)nv * dv + h; }
+  __device__ size_t a(unsigned h) const { return b(h) + nv; }
 };
 
 /* conv1d_update of one channel: silu of the causal conv over (state, x), in the
@@ -132,8 +124,7 @@ __device__ __forceinline__ float *conv_state_of(const fused_job &j, size_t ch) {
 }
 
 /* g and beta of value head h (gdn.gates). */
-template <bool QWEN35>
-__device__ __forceinline__ void head_gates(const fused_job &j, const row_layout<QWEN35> &L,
+__device__ __forceinline__ void head_gates(const fused_job &j, const row_layout &L,
                                            unsigned h, float *g, float *beta) {
   *g = -expf(j.a_log[h]) * softplus_f(j.row[L.a(h)] + bf16_to_f32(j.dt_bias[h]));
   *beta = sigmoid_f(j.row[L.b(h)]);
@@ -165,8 +156,7 @@ __device__ __forceinline__ void tile_load(float4 (&t)[kTileRows], const float *S
               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-template <bool QWEN35>
-__device__ __noinline__ void fused_fast(const fused_job &j, const row_layout<QWEN35> &L, fast_smem &sm) {
+__device__ __noinline__ void fused_fast(const fused_job &j, const row_layout &L, fast_smem &sm) {
   const unsigned tid = threadIdx.x, grp = tid / 32u, lane = tid % 32u;
   const unsigned r0 = grp * kTileRows, c0 = lane * 4u;
   const unsigned h0 = j.kh * L.r;
@@ -263,8 +253,7 @@ struct general_smem {
   float red[kGroups];
 };
 
-template <bool QWEN35>
-__device__ __noinline__ void fused_general(const fused_job &j, const row_layout<QWEN35> &L,
+__device__ __noinline__ void fused_general(const fused_job &j, const row_layout &L,
                                            general_smem &sm) {
   float *qk_s = sm.qk, *red = sm.red;
   const unsigned dk = L.dk, dv = L.dv;
@@ -322,7 +311,6 @@ __device__ __noinline__ void fused_general(const fused_job &j, const row_layout<
   }
 }
 
-template <bool QWEN35>
 __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
                                              const float *a_log, const bf16 *dt_bias,
                                              const bf16 *nw, float *state, const int *slots,
@@ -331,7 +319,7 @@ __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16
   /* launch-time validation rejects these; reached anyway, do nothing rather than fault */
   if (nk == 0 || nv % nk != 0 || nv == 0 || kw == 0 || dk > kMaxDk) return;
   if (blockIdx.x >= (size_t)bsz * nk) return;
-  const row_layout<QWEN35> L(nk, nv, dk, dv);
+  const row_layout L(nk, nv, dk, dv);
   const unsigned tok = blockIdx.x / nk;
   const int slot = slots[tok];
   fused_job j;
@@ -351,32 +339,21 @@ __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16
                                                   ? sizeof(fast_smem)
                                                   : sizeof(general_smem)];
   if (dk == FD && dv == FD && aligned16(state))
-    fused_fast<QWEN35>(j, L, *reinterpret_cast<fast_smem *>(smem));
+    fused_fast(j, L, *reinterpret_cast<fast_smem *>(smem));
   else
-    fused_general<QWEN35>(j, L, *reinterpret_cast<general_smem *>(smem));
+    fused_general(j, L, *reinterpret_cast<general_smem *>(smem));
 }
 }  // namespace
 
 /* At most 128 registers a thread, so that two blocks share a multiprocessor: one streams
  * its state while the other computes. */
-extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_fused"), 2)
-gdn_decode_fused(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state,
-                 const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
-                 const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
-                 unsigned kw, float eps) {
-  mk_allow_next(); /* the out_proj gemv may start loading its weights (early start) */
-  fused_decode<false>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
-                      dk, dv, kw, eps);
-}
-MK_CHECK(gdn_decode_fused, gdn_decode);
-
 extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_fused35"), 2)
 gdn_decode_fused35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state,
                    const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
                    const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
                    unsigned dv, unsigned kw, float eps) {
   mk_allow_next();
-  fused_decode<true>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv,
-                     dk, dv, kw, eps);
+  fused_decode(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv,
+               kw, eps);
 }
 MK_CHECK(gdn_decode_fused35, gdn_decode);

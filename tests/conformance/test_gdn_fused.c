@@ -28,25 +28,16 @@ typedef struct {
   size_t q, k, v, z, b, a; /* start of q, k of key head kh; v, z, b, a of value head h */
 } pieces;
 
-static pieces where(const fshape *s, int qwen35, uint32_t kh, uint32_t h) {
-  const size_t r = s->nv / s->nk, c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv;
+/* p rows are [q | k | v | z | b | a] (kernels.def split_qkvzba35). */
+static pieces where(const fshape *s, uint32_t kh, uint32_t h) {
+  const size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv;
   pieces o;
-  if (qwen35) { /* [q | k | v | z | b | a] */
-    o.q = (size_t)kh * s->dk;
-    o.k = (size_t)(s->nk + kh) * s->dk;
-    o.v = 2 * (size_t)s->nk * s->dk + (size_t)h * s->dv;
-    o.z = c + (size_t)h * s->dv;
-    o.b = c + (size_t)s->nv * s->dv + h;
-    o.a = o.b + s->nv;
-  } else { /* per key head [q | k | r*v | r*z], then per key head [r*b | r*a] */
-    const size_t group = 2 * (size_t)s->dk + 2 * r * s->dv, hh = h % r;
-    o.q = (size_t)kh * group;
-    o.k = o.q + s->dk;
-    o.v = (size_t)(h / r) * group + 2 * (size_t)s->dk + hh * s->dv;
-    o.z = o.v + r * s->dv;
-    o.b = (size_t)s->nk * group + (size_t)(h / r) * 2 * r + hh;
-    o.a = o.b + r;
-  }
+  o.q = (size_t)kh * s->dk;
+  o.k = (size_t)(s->nk + kh) * s->dk;
+  o.v = 2 * (size_t)s->nk * s->dk + (size_t)h * s->dv;
+  o.z = c + (size_t)h * s->dv;
+  o.b = c + (size_t)s->nv * s->dv + h;
+  o.a = o.b + s->nv;
   return o;
 }
 
@@ -54,20 +45,20 @@ static pieces where(const fshape *s, int qwen35, uint32_t kh, uint32_t h) {
  * are the slot's states (NULL for padding: zeros, not stored); y [nv*dv]. */
 static void ref_token(double *y, double *conv_ref, double *state_ref, const float *row,
                       const metrale_bf16 *cw, const float *a_log, const metrale_bf16 *dt_bias,
-                      const metrale_bf16 *nw, const fshape *s, int qwen35) {
+                      const metrale_bf16 *nw, const fshape *s) {
   const uint32_t r = s->nv / s->nk, hist = s->kw - 1;
   const size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv;
   /* the conv input row mixed [C] = [q | k | v] */
   double *mixed = cf_alloc(c, sizeof(double)), *qkv = cf_alloc(c, sizeof(double));
   for (uint32_t kh = 0; kh < s->nk; kh++) {
-    pieces pc = where(s, qwen35, kh, kh * r);
+    pieces pc = where(s, kh, kh * r);
     for (uint32_t i = 0; i < s->dk; i++) {
       mixed[(size_t)kh * s->dk + i] = row[pc.q + i];
       mixed[(size_t)(s->nk + kh) * s->dk + i] = row[pc.k + i];
     }
   }
   for (uint32_t h = 0; h < s->nv; h++) {
-    pieces pc = where(s, qwen35, h / r, h);
+    pieces pc = where(s, h / r, h);
     for (uint32_t j = 0; j < s->dv; j++) mixed[2 * (size_t)s->nk * s->dk + (size_t)h * s->dv + j] = row[pc.v + j];
   }
   for (size_t ch = 0; ch < c; ch++) {
@@ -92,7 +83,7 @@ static void ref_token(double *y, double *conv_ref, double *state_ref, const floa
   double *S = cf_alloc(per, sizeof(double)), *o = cf_alloc(s->dv, sizeof(double));
   for (uint32_t h = 0; h < s->nv; h++) {
     const uint32_t kh = h / r;
-    pieces pc = where(s, qwen35, kh, h);
+    pieces pc = where(s, kh, h);
     const double g = -exp((double)a_log[h]) * softplus_d((double)row[pc.a] + mt_bf(dt_bias[h]));
     const double beta = 1.0 / (1.0 + exp(-(double)row[pc.b]));
     const double *q = qkv + (size_t)kh * s->dk, *k = qkv + (size_t)(s->nk + kh) * s->dk;
@@ -127,7 +118,6 @@ static void ref_token(double *y, double *conv_ref, double *state_ref, const floa
 
 static void run_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const fshape *s,
                      uint32_t bsz, uint32_t n_slots) {
-  const int qwen35 = id == METRALE_K_gdn_decode_fused35;
   const size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv, vw = (size_t)s->nv * s->dv;
   const size_t P = c + vw + 2 * (size_t)s->nv, hist = s->kw - 1;
   const size_t cper = c * hist, sper = (size_t)s->nv * s->dk * s->dv;
@@ -152,8 +142,7 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const f
   for (uint32_t b = 0; b < bsz; b++) {
     const int32_t slot = slots[b];
     ref_token(y_ref + b * vw, slot < 0 ? NULL : conv_ref + (size_t)slot * cper,
-              slot < 0 ? NULL : state_ref + (size_t)slot * sper, p + b * P, cw, a_log, dt_bias, nw,
-              s, qwen35);
+              slot < 0 ? NULL : state_ref + (size_t)slot * sper, p + b * P, cw, a_log, dt_bias, nw, s);
   }
 
   cf_launch l;
@@ -210,5 +199,4 @@ static void run_all(metrale_kernel_id id) {
   cf_close(&ctx);
 }
 
-Test(gdn_decode, gdn_decode_fused) { run_all(METRALE_K_gdn_decode_fused); }
 Test(gdn_decode, gdn_decode_fused35) { run_all(METRALE_K_gdn_decode_fused35); }

@@ -1,5 +1,5 @@
-/* gdn module, data movement: split_qkvzba (Qwen3-Next), split_qkvzba35 (Qwen3.5),
- * l2norm_qk, gates.  All of these work on f32 activations (kernels.def, "Precision"):
+/* gdn module, data movement: split_qkvzba35 (the in_proj order of both families, see
+ * kernels.def), l2norm_qk, gates.  All of these work on f32 activations (kernels.def, "Precision"):
  * inputs are f32 values that are not bf16, so a kernel rounding through bf16 fails. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,17 +18,16 @@ static const heads split_shapes[] = {{1, 1, 1, 16, 16},
                                      {2, 2, 2, 128, 128}};
 #define NSPLIT (sizeof split_shapes / sizeof split_shapes[0])
 
-/* qwen35: [q | k | v | z | b | a]; else per key head groups then per key head (b | a). */
-static void run_split(metrale_kernel_id id, int qwen35) {
+/* p [T, C + nv*dv + 2nv] = [q | k | v | z | b | a], copied exactly into its pieces. */
+static void run_split(metrale_kernel_id id) {
   CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < NSPLIT; si++) {
     const heads *s = &split_shapes[si];
-    uint32_t r = s->nv / s->nk;
     snprintf(ctx.shape, sizeof ctx.shape, "T=%u nk=%u nv=%u dk=%u dv=%u", s->t, s->nk, s->nv, s->dk,
              s->dv);
     size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv;
     size_t zw = (size_t)s->nv * s->dv;
-    size_t width = c + zw + 2 * (size_t)s->nv; /* same total in both layouts */
+    size_t width = c + zw + 2 * (size_t)s->nv;
     float *p = cf_alloc(s->t * width, sizeof(float));
     mt_fill_f32(&ctx.rng, p, s->t * width, -4, 4);
     float *mixed = cf_alloc(s->t * c, sizeof(float)), *z = cf_alloc(s->t * zw, sizeof(float));
@@ -37,30 +36,10 @@ static void run_split(metrale_kernel_id id, int qwen35) {
     for (uint32_t t = 0; t < s->t; t++) {
       const float *row = p + t * width;
       float *m = mixed + t * c;
-      if (qwen35) {
-        memcpy(m, row, c * sizeof(float));
-        memcpy(z + t * zw, row + c, zw * sizeof(float));
-        memcpy(b + (size_t)t * s->nv, row + c + zw, s->nv * sizeof(float));
-        memcpy(a + (size_t)t * s->nv, row + c + zw + s->nv, s->nv * sizeof(float));
-        continue;
-      }
-      size_t group = 2 * (size_t)s->dk + 2 * (size_t)r * s->dv;
-      for (uint32_t kh = 0; kh < s->nk; kh++) {
-        const float *g = row + kh * group;
-        for (uint32_t i = 0; i < s->dk; i++) {
-          m[kh * s->dk + i] = g[i];                                 /* q */
-          m[(size_t)s->nk * s->dk + kh * s->dk + i] = g[s->dk + i]; /* k */
-        }
-        for (uint32_t i = 0; i < r * s->dv; i++) {
-          m[2 * (size_t)s->nk * s->dk + (size_t)kh * r * s->dv + i] = g[2 * s->dk + i]; /* v */
-          z[t * zw + (size_t)kh * r * s->dv + i] = g[2 * s->dk + r * s->dv + i];        /* z */
-        }
-        const float *ba = row + s->nk * group + (size_t)kh * 2 * r;
-        for (uint32_t i = 0; i < r; i++) {
-          b[(size_t)t * s->nv + kh * r + i] = ba[i];
-          a[(size_t)t * s->nv + kh * r + i] = ba[r + i];
-        }
-      }
+      memcpy(m, row, c * sizeof(float));
+      memcpy(z + t * zw, row + c, zw * sizeof(float));
+      memcpy(b + (size_t)t * s->nv, row + c + zw, s->nv * sizeof(float));
+      memcpy(a + (size_t)t * s->nv, row + c + zw + s->nv, s->nv * sizeof(float));
     }
 
     cf_launch l;
@@ -92,8 +71,7 @@ static void run_split(metrale_kernel_id id, int qwen35) {
   cf_close(&ctx);
 }
 
-Test(gdn, split_qkvzba) { run_split(METRALE_K_split_qkvzba, 0); }
-Test(gdn, split_qkvzba35) { run_split(METRALE_K_split_qkvzba35, 1); }
+Test(gdn, split_qkvzba35) { run_split(METRALE_K_split_qkvzba35); }
 
 /* rows: l2norm_qk_rows, 8 heads a block; else l2norm_qk, a block a head.  The shapes take
  * both of the rows kernel's paths (4-vectors when dk and ld are multiples of 4, scalar

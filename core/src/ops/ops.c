@@ -188,12 +188,10 @@ metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
   return gemm_run(o, &GEMM_F32IN, st, y, x, w, m, n, k);
 }
 
-metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,
-                        gpu_ptr b, gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv,
-                        uint32_t dk, uint32_t dv) {
-  if (qwen35)
-    LAUNCH(o, st, split_qkvzba35, t, 1, P(mixed), P(z), P(b), P(a), P(p), U(t), U(nk), U(nv), U(dk), U(dv));
-  LAUNCH(o, st, split_qkvzba, t, 1, P(mixed), P(z), P(b), P(a), P(p), U(t), U(nk), U(nv), U(dk), U(dv));
+metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,
+                        gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
+                        uint32_t dv) {
+  LAUNCH(o, st, split_qkvzba35, t, 1, P(mixed), P(z), P(b), P(a), P(p), U(t), U(nk), U(nv), U(dk), U(dv));
 }
 
 #define CONV_TILE 64u /* kernels.def conv1d_prefill_tiled: tokens per block */
@@ -314,23 +312,18 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
          P(cu_seqlens), P(slots), U(s), U(nk), U(nv), U(dk), U(dv));
 }
 
-int metrale_ops_has_gdn_decode_fused(const metrale_ops *o, int qwen35) {
-  return o->k[qwen35 ? METRALE_K_gdn_decode_fused35 : METRALE_K_gdn_decode_fused] != 0;
-}
+int metrale_ops_has_gdn_decode_fused(const metrale_ops *o) { return o->k[METRALE_K_gdn_decode_fused35] != 0; }
 
-metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr y,
+metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr y,
                                    gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
                                    uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
                                    uint32_t kw, float eps) {
-  if (!metrale_ops_has_gdn_decode_fused(o, qwen35))
+  if (!metrale_ops_has_gdn_decode_fused(o))
     return METRALE_ERROR(NOT_FOUND, "the backend has no fused decode kernel");
   if ((uint64_t)bsz * nk > UINT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u with %u key heads", bsz, nk);
-  if (qwen35)
-    LAUNCH(o, st, gdn_decode_fused35, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
-           P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
-  LAUNCH(o, st, gdn_decode_fused, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
+  LAUNCH(o, st, gdn_decode_fused35, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
          P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
 }
 

@@ -51,9 +51,11 @@ metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
 /* y f32 [M,N] = x f32 [M,K] . w bf16 [N,K]^T (gemv_f32in for small M when present). */
 metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                              uint32_t m, uint32_t n, uint32_t k);
-metrale_status op_split(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr mixed, gpu_ptr z,
-                        gpu_ptr b, gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv,
-                        uint32_t dk, uint32_t dv);
+/* p f32 [T, P] in the order [q | k | v | z | b | a] (kernels.def split_qkvzba35) into its
+ * pieces. */
+metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,
+                        gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
+                        uint32_t dv);
 /* The conv prefill over s sequences of t tokens in all (t = cu_seqlens[s]):
  * conv.conv1d_prefill_tiled (blocks of 64 tokens) when the backend has it, else the
  * per-sequence conv.conv1d_prefill. */
@@ -82,12 +84,12 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
                                      gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
                                      uint32_t nv, uint32_t dk, uint32_t dv);
-/* The decode mixer between the projections in one launch (kernels.def gdn_decode_fused,
- * gdn_decode_fused35 for the Qwen3.5 layout): y bf16 [B, nv*dv] from p f32 [B, P],
- * updating both states of each slot.  NOT_FOUND when the backend lacks it: the caller
- * then runs the chain (metrale_ops_has_gdn_decode_fused says which). */
-int metrale_ops_has_gdn_decode_fused(const metrale_ops *ops, int qwen35);
-metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, int qwen35, gpu_ptr y,
+/* The decode mixer between the projections in one launch (kernels.def gdn_decode_fused35):
+ * y bf16 [B, nv*dv] from p f32 [B, P] in the order [q | k | v | z | b | a], updating both
+ * states of each slot.  NOT_FOUND when the backend lacks it: the caller then runs the
+ * chain (metrale_ops_has_gdn_decode_fused says which). */
+int metrale_ops_has_gdn_decode_fused(const metrale_ops *ops);
+metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr y,
                                    gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
                                    uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,

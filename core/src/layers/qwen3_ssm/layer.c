@@ -101,12 +101,13 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           qwen3_ssm_graphs_used(L) ? "recorded once per batch and buffers, then replayed as a graph"
                                    : (metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"
                                                                         : "launched eagerly (the backend has no graphs)"));
-  if (metrale_ops_has_gdn_decode_fused(&L->ops, L->qwen35))
-    fprintf(out, "  decode, split .. gated norm:   gdn_decode.%s (one kernel)\n",
-            L->qwen35 ? "gdn_decode_fused35" : "gdn_decode_fused");
+  if (metrale_ops_has_gdn_decode_fused(&L->ops))
+    fprintf(out, "  decode, split .. gated norm:   gdn_decode.gdn_decode_fused35 (one kernel)\n");
   else
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
-  fprintf(out, "  input split:                   gdn.%s\n", L->qwen35 ? "split_qkvzba35" : "split_qkvzba");
+  fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
+               "Qwen3.5 order for both families)\n");
+  fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(&L->ops));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",

@@ -1,7 +1,9 @@
 /* The Gated DeltaNet mixer (DESIGN.md section 4), T tokens:
  *
- *   proj  [T, P]      = x [T, H] . in_proj^T          (x and everything to o is f32)
- *   mixed [T, C], z [T, nv*dv], b, a [T, nv]   = split(proj)
+ *   mixed [T, C], z [T, nv*dv], b, a [T, nv] = x [T, H] . in_proj^T   (x .. o in f32;
+ *                       in_proj's rows are [q | k | v | z | b | a] for both families,
+ *                       weights.c: prefill runs one GEMM per piece, decode one gemv
+ *                       into proj [B, P] and the Qwen3.5-layout split or fused kernel)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
  *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv
  *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)
@@ -10,7 +12,7 @@
  *                       the sequences are long enough: op_delta_rule_prefill)
  *   on    [T, nv*dv]  = rmsnorm(o) * w * silu(z)
  *   out   [T, H]      = on . out_proj^T
- * Decode runs split .. gated norm as one kernel when the backend has it (gdn_decode_fused). */
+ * Decode runs split .. gated norm as one kernel when the backend has it (gdn_decode_fused35). */
 #include "layer.h"
 
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
@@ -22,16 +24,25 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
   const gpu_ptr conv_state = metrale_state_pool_conv(pool);
   const gpu_ptr rec_state = metrale_state_pool_recurrent(pool);
 
-  METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
-  if (decode && metrale_ops_has_gdn_decode_fused(o, L->qwen35)) {
-    /* one launch from proj to the gated-norm output, each state read and written once */
-    METRALE_RETURN_IF_ERROR(op_gdn_decode_fused(o, st, L->qwen35, s->on, s->proj, w->conv, conv_state,
-                                                w->a_log, w->dt_bias, w->gnorm, rec_state, s->slots,
-                                                T, d->nk, d->nv, d->dk, d->dv, d->K, d->eps));
-    return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, d->nv * d->dv);
+  const uint32_t nvdv = d->nv * d->dv;
+  if (decode) {
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
+    if (metrale_ops_has_gdn_decode_fused(o)) {
+      /* one launch from proj to the gated-norm output, each state read and written once */
+      METRALE_RETURN_IF_ERROR(op_gdn_decode_fused(o, st, s->on, s->proj, w->conv, conv_state, w->a_log,
+                                                  w->dt_bias, w->gnorm, rec_state, s->slots, T, d->nk,
+                                                  d->nv, d->dk, d->dv, d->K, d->eps));
+      return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, nvdv);
+    }
+    METRALE_RETURN_IF_ERROR(op_split(o, st, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk, d->nv, d->dk, d->dv));
+  } else {
+    const uint64_t row = (uint64_t)d->H * 2; /* bytes of an in_proj row */
+    const gpu_ptr wz = w->in_proj + (uint64_t)d->C * row, wb = wz + (uint64_t)nvdv * row, wa = wb + (uint64_t)d->nv * row;
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->mixed, x, w->in_proj, T, d->C, d->H));
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->z, x, wz, T, nvdv, d->H));
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->b, x, wb, T, d->nv, d->H));
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->a, x, wa, T, d->nv, d->H));
   }
-  METRALE_RETURN_IF_ERROR(op_split(o, st, L->qwen35, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk,
-                                   d->nv, d->dk, d->dv));
   if (decode)
     METRALE_RETURN_IF_ERROR(op_conv1d_update(o, st, s->qkv, s->mixed, w->conv, conv_state, s->slots,
                                              T, d->C, d->K));
@@ -48,5 +59,5 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
                                                   s->slots, L->delta_ws, T, S, d->nk, d->nv, d->dk,
                                                   d->dv));
   METRALE_RETURN_IF_ERROR(op_gated_rmsnorm(o, st, s->on, s->o, s->z, w->gnorm, T * d->nv, d->dv, d->eps));
-  return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, d->nv * d->dv);
+  return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, nvdv);
 }

@@ -1,7 +1,10 @@
 /* The layer's weights: one device allocation, filled tensor by tensor from a source.
  * Projections that run back to back are stacked so that one GEMM does them:
- *   in_proj  = [in_proj_qkvz ; in_proj_ba]            (Qwen3-Next)
- *            = [in_proj_qkv ; in_proj_z ; in_proj_b ; in_proj_a]  (Qwen3.5)
+ *   in_proj  = [in_proj_qkv ; in_proj_z ; in_proj_b ; in_proj_a]  (Qwen3.5)
+ *            = Qwen3-Next's [in_proj_qkvz ; in_proj_ba], rows reordered into the same
+ *              [q | k | v | z | b | a] (each of those grouped per key head there), so that
+ *              one layout serves both families and a prefill's projection can be four
+ *              GEMMs writing q|k|v, z, b and a where they go (mixer.c)
  *   router   = [mlp.gate ; mlp.shared_expert_gate]
  *   gate_up  = [gate_proj ; up_proj]                  (dense MLP, each expert, shared expert) */
 #include <stdio.h>
@@ -29,6 +32,43 @@ static metrale_status up(upload_ctx *u, const char *name, metrale_dtype to, gpu_
                          uint32_t ndim, uint64_t d0, uint64_t d1, uint64_t d2) {
   uint64_t shape[3] = {d0, d1, d2};
   return u->src.upload(u->src.ctx, u->L->dev, name, to, shape, ndim, dst);
+}
+
+/* Qwen3-Next's in_proj_qkvz [nk, (dk | dk | r*dv | r*dv), H] and in_proj_ba [nk, (r | r), H]
+ * into dst in the order [q | k | v | z | b | a], through a staging buffer. */
+static metrale_status up_next_in_proj(upload_ctx *u, gpu_ptr dst) {
+  metrale_qwen3_ssm_layer *L = u->L;
+  const qwen3_ssm_dims *d = &L->d;
+  const uint64_t row = (uint64_t)d->H * 2, nq = (uint64_t)d->nk * (2 * d->dk + 2 * d->r * d->dv);
+  gpu_ptr tmp = 0;
+  METRALE_RETURN_IF_ERROR(metrale_alloc(L->dev, (uint64_t)d->P * row, &tmp));
+  metrale_status s = up(u, "linear_attn.in_proj_qkvz.weight", METRALE_DTYPE_BF16, tmp, 2, nq, d->H, 0);
+  if (!s) s = up(u, "linear_attn.in_proj_ba.weight", METRALE_DTYPE_BF16, tmp + nq * row, 2, 2ull * d->nv, d->H, 0);
+  gpu_backend *be = metrale_device_backend(L->dev);
+  const uint64_t dk = d->dk, rdv = (uint64_t)d->r * d->dv, r = d->r, nk = d->nk, nv = d->nv;
+  const uint64_t C = d->C, Z = (uint64_t)nv * d->dv;
+  for (uint64_t h = 0; h < nk && !s; h++) {
+    const gpu_ptr g = tmp + h * (2 * dk + 2 * rdv) * row, ba = tmp + (nq + h * 2 * r) * row;
+    /* (destination row, source, rows) for this key head's q, k, v, z, b, a */
+    const struct {
+      uint64_t to;
+      gpu_ptr from;
+      uint64_t n;
+    } part[6] = {{h * dk, g, dk},
+                 {nk * dk + h * dk, g + dk * row, dk},
+                 {2 * nk * dk + h * rdv, g + 2 * dk * row, rdv},
+                 {C + h * rdv, g + (2 * dk + rdv) * row, rdv},
+                 {C + Z + h * r, ba, r},
+                 {C + Z + nv + h * r, ba + r * row, r}};
+    for (int i = 0; i < 6 && !s; i++) s = be->vt->copy_d2d(be, dst + part[i].to * row, part[i].from, part[i].n * row, NULL);
+  }
+  metrale_status w = be->vt->stream_sync(be, NULL); /* before the staging buffer goes */
+  metrale_free(L->dev, tmp);
+  if (s) {
+    metrale_status_free(w);
+    return s;
+  }
+  return w;
 }
 
 metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight_source src) {
@@ -81,10 +121,7 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
     p += (uint64_t)d->nv * H * bf;
     METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_a.weight", B, p, 2, d->nv, H, 0));
   } else {
-    uint64_t nq = (uint64_t)d->nk * (2 * d->dk + 2 * d->r * d->dv);
-    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_qkvz.weight", B, w->in_proj, 2, nq, H, 0));
-    METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.in_proj_ba.weight", B, w->in_proj + nq * H * bf, 2,
-                               2ull * d->nv, H, 0));
+    METRALE_RETURN_IF_ERROR(up_next_in_proj(&u, w->in_proj));
   }
   METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.conv1d.weight", B, w->conv, 3, d->C, 1, d->K));
   METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.A_log", METRALE_DTYPE_F32, w->a_log, 1, d->nv, 0, 0));
