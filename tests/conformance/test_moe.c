@@ -5,12 +5,15 @@
 
 #include "harness.h"
 
-Test(moe, moe_topk) {
-  CF_BEGIN(ctx, kern, METRALE_K_moe_topk);
+/* moe_topk and moe_topk_warp: the same op and grid.  The router shape (E = 512, k = 10),
+ * E beyond the 1024 experts moe_topk_warp keeps in registers, odd E and k > E. */
+static void check_topk(metrale_kernel_id id) {
+  CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t t, e, ld, k, norm;
-  } shapes[] = {
-      {1, 4, 4, 1, 1}, {5, 10, 12, 3, 0}, {7, 64, 65, 8, 1}, {3, 5, 5, 5, 1}, {9, 33, 40, 4, 0}};
+  } shapes[] = {{1, 4, 4, 1, 1},     {5, 10, 12, 3, 0},    {7, 64, 65, 8, 1},
+                {3, 5, 5, 5, 1},     {9, 33, 40, 4, 0},    {4, 512, 513, 10, 1},
+                {3, 1500, 1501, 7, 1}, {2, 3, 4, 6, 1},    {3, 257, 260, 300, 0}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, e = shapes[si].e, ld = shapes[si].ld, k = shapes[si].k;
     uint32_t norm = shapes[si].norm;
@@ -42,6 +45,11 @@ Test(moe, moe_topk) {
         int best = -1;
         for (uint32_t i = 0; i < e; i++)
           if (!taken[i] && (best < 0 || p[i] > p[best])) best = (int)i; /* strict: lower id wins */
+        if (best < 0) { /* k > E: empty picks */
+          idx_ref[(size_t)tok * k + j] = -1;
+          w_ref[(size_t)tok * k + j] = 0.0;
+          continue;
+        }
         taken[best] = 1;
         idx_ref[(size_t)tok * k + j] = best;
         w_ref[(size_t)tok * k + j] = p[best] / sum;
@@ -52,7 +60,7 @@ Test(moe, moe_topk) {
     }
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_moe_topk, (gpu_dim3){t, 1, 1});
+    cf_launch_init(&l, id, (gpu_dim3){t, 1, 1});
     int bi = cf_buf_add(&l, "idx", CF_I32, CF_OUT, (size_t)t * k, NULL, 0);
     int bw = cf_buf_add(&l, "w", CF_F32, CF_OUT, (size_t)t * k, NULL, CF_TOL_F32);
     int bl = cf_buf_add(&l, "logits", CF_F32, CF_IN, (size_t)t * ld, logits, 0);
@@ -74,12 +82,17 @@ Test(moe, moe_topk) {
   cf_close(&ctx);
 }
 
+Test(moe, moe_topk) { check_topk(METRALE_K_moe_topk); }
+Test(moe, moe_topk_warp) { check_topk(METRALE_K_moe_topk_warp); }
+
 typedef struct {
   uint32_t t, k, e, h, n; /* tokens, top-k, experts, hidden, features of the projection */
 } moe_shape;
 
-static const moe_shape moe_shapes[] = {
-    {1, 1, 2, 16, 8}, {3, 2, 4, 129, 70}, {5, 4, 8, 64, 130}, {2, 3, 3, 7, 1}};
+/* The last two reach the projections' two-k-step loads (8 whole rows, K >= 264 and a
+ * multiple of 8) with a partial last step, a partial last block and rows past N. */
+static const moe_shape moe_shapes[] = {{1, 1, 2, 16, 8},    {3, 2, 4, 129, 70},   {5, 4, 8, 64, 130},
+                                       {2, 3, 3, 7, 1},     {1, 10, 12, 264, 512}, {2, 2, 3, 2048, 520}};
 #define NMOE (sizeof moe_shapes / sizeof moe_shapes[0])
 
 static void random_experts(mt_rng *rng, int32_t *idx, uint32_t r, uint32_t e) {
@@ -170,11 +183,13 @@ Test(moe, moe_down) {
   cf_close(&ctx);
 }
 
-Test(moe, moe_combine) {
-  CF_BEGIN(ctx, kern, METRALE_K_moe_combine);
+/* moe_combine (grid.x = T) and moe_combine_wide (grid = (T, ceil(H/256))): the same op. */
+static void check_combine(metrale_kernel_id id, uint32_t feat_per_block) {
+  CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t t, k, h, ld, col;
-  } shapes[] = {{1, 1, 7, 3, 2}, {4, 2, 129, 10, 9}, {6, 8, 64, 65, 64}, {3, 3, 1000, 1, 0}};
+  } shapes[] = {{1, 1, 7, 3, 2},   {4, 2, 129, 10, 9},     {6, 8, 64, 65, 64},
+                {3, 3, 1000, 1, 0}, {1, 10, 2048, 513, 512}, {2, 5, 257, 4, 1}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, k = shapes[si].k, h = shapes[si].h, ld = shapes[si].ld;
     uint32_t col = shapes[si].col;
@@ -201,7 +216,8 @@ Test(moe, moe_combine) {
     }
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_moe_combine, (gpu_dim3){t, 1, 1});
+    const uint32_t gy = feat_per_block ? (h + feat_per_block - 1) / feat_per_block : 1;
+    cf_launch_init(&l, id, (gpu_dim3){t, gy, 1});
     int bo = cf_buf_add(&l, "out", CF_BF16, CF_OUT, nh, NULL, CF_TOL_BF16);
     int br = cf_buf_add(&l, "res", CF_BF16, CF_IN, nh, res, 0);
     int by = cf_buf_add(&l, "y", CF_F32, CF_IN, ny, y, 0);
@@ -225,3 +241,6 @@ Test(moe, moe_combine) {
   }
   cf_close(&ctx);
 }
+
+Test(moe, moe_combine) { check_combine(METRALE_K_moe_combine, 0); }
+Test(moe, moe_combine_wide) { check_combine(METRALE_K_moe_combine_wide, 256); }

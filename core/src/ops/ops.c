@@ -327,8 +327,18 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
          P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
 }
 
+const char *metrale_ops_moe_path(const metrale_ops *o) {
+  const int tk = o->k[METRALE_K_moe_topk_warp] != 0, cb = o->k[METRALE_K_moe_combine_wide] != 0;
+  if (tk && cb) return "moe.moe_topk_warp, moe.moe_gate_up, moe.moe_down, moe.moe_combine_wide";
+  if (tk) return "moe.moe_topk_warp, moe.moe_gate_up, moe.moe_down, moe.moe_combine";
+  if (cb) return "moe.moe_topk, moe.moe_gate_up, moe.moe_down, moe.moe_combine_wide";
+  return "moe.moe_topk, moe.moe_gate_up, moe.moe_down, moe.moe_combine";
+}
+
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
                            uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm) {
+  if (o->k[METRALE_K_moe_topk_warp])
+    LAUNCH(o, st, moe_topk_warp, t, 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));
   LAUNCH(o, st, moe_topk, t, 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));
 }
 
@@ -345,6 +355,9 @@ metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
 metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
                               gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
                               uint32_t h, uint32_t ld, uint32_t col) {
+  if (o->k[METRALE_K_moe_combine_wide] && CEIL_DIV(h, 256) <= 65535)
+    LAUNCH(o, st, moe_combine_wide, t, CEIL_DIV(h, 256), P(out), P(res), P(y), P(w), P(shared), P(gate),
+           U(t), U(k), U(h), U(ld), U(col));
   LAUNCH(o, st, moe_combine, t, 1, P(out), P(res), P(y), P(w), P(shared), P(gate), U(t), U(k), U(h),
          U(ld), U(col));
 }

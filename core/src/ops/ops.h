@@ -94,6 +94,9 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
                                    uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
                                    uint32_t kw, float eps);
+/* The MoE kernels the FFN runs, for the audit: moe.moe_topk_warp and moe.moe_combine_wide
+ * (decode-shaped, same ops) when the backend has them, else moe.moe_topk / moe.moe_combine. */
+const char *metrale_ops_moe_path(const metrale_ops *ops);
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
                            uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm);
 metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, gpu_ptr x, gpu_ptr idx,

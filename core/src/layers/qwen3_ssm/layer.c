@@ -115,8 +115,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  q/k l2norm / gated norm:       %s\n", metrale_ops_chain_path(&L->ops));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(&L->ops));
   if (L->moe)
-    fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.moe_topk, moe.moe_gate_up, "
-            "moe.moe_down, moe.moe_combine\n", d->E, d->topk, d->mI, d->sI);
+    fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: %s\n", d->E, d->topk, d->mI, d->sI,
+            metrale_ops_moe_path(&L->ops));
   else
     fprintf(out, "  dense MLP width %u: gemm + elementwise.silu_mul\n", d->I);
 }
