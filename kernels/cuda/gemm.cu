@@ -393,7 +393,7 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
 #endif
 
 #if MK_GEMM_MMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* ---- sm_90a: wgmma (warpgroup MMA) for the 128x128 and 128x256 tiles ----------------- */
+/* ---- sm_90a: wgmma (warpgroup MMA) for the 128x128 tiles ---------------------------- */
 #define MK_GEMM_WGMMA 1
 #include "gemm_wgmma.cuh"
 #else
@@ -736,19 +736,6 @@ MK_KERNEL_T128(gemm_f32in_t128)(float *y, const float *x, const bf16 *w, unsigne
 }
 MK_CHECK(gemm_f32in_t128, gemm);
 
-#if MK_GEMM_WGMMA
-/* 128x256 tiles, sm_90a only (the other images lack the kernel; the layer then takes
- * gemm_f32in_t128): half the operand traffic per product of the 128x128 tile, 128
- * accumulators a thread, one block an SM, 4 stages of 32 KiB. */
-constexpr unsigned kT256Stages = 4;
-static_assert(mk_shared("gemm_f32in_t256") == kT256Stages * 128u * (128u + 128u) + 1024u,
-              "kernels.def METRALE_KERNEL_SHARED row: the stages plus 1 KiB of alignment");
-extern "C" __global__ void __launch_bounds__(mk_block("gemm_f32in_t256"), 1)
-    gemm_f32in_t256(float *y, const float *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  wg::gemm_tile_wg<256, kT256Stages, float, true>(y, x, w, m, n, k);
-}
-MK_CHECK(gemm_f32in_t256, gemm);
-#endif
 static_assert(mk_block("gemm_bf16_t128") == kBlock && mk_block("gemm_f32in_t128") == kBlock,
               "the tile mapping assumes 256 threads");
 #endif

@@ -16,9 +16,6 @@ static const mnk gemm_shapes[] = {{1, 1, 1},     {1, 7, 129},   {3, 64, 1000}, {
  * group of the block walk (8), unaligned K. */
 static const mnk t128_shapes[] = {{1, 1, 1},     {5, 129, 7},     {64, 65, 64},  {129, 3, 33},
                                   {130, 257, 96}, {200, 130, 1000}, {1100, 130, 40}};
-/* 128x256 tiles: the same, plus several tile columns and rows of the wider tile. */
-static const mnk t256_shapes[] = {{1, 1, 1},      {5, 129, 7},      {64, 65, 64},    {129, 3, 33},
-                                  {130, 257, 96}, {200, 130, 1000}, {1100, 130, 40}, {300, 777, 72}};
 /* split K (4 slices of the k steps of 32): K of fewer steps than slices (empty slices), odd
  * and unaligned K, partial tiles, a long K as out_proj's. */
 static const mnk splitk_shapes[] = {{1, 1, 1},       {5, 129, 7},      {17, 70, 130},  {64, 65, 64},
@@ -48,8 +45,7 @@ static void ref_gemm(double *y, const metrale_bf16 *x, const float *xf, const me
 }
 
 /* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in).  tile: 0 for the gemv grid
- * (ceil(N/8)), else the output tile edge: grid (ceil(N/tile), ceil(M/tile), gz); 256 is
- * the 128x256 tile: grid (ceil(N/256), ceil(M/128), gz). */
+ * (ceil(N/8)), else the output tile edge: grid (ceil(N/tile), ceil(M/tile), gz). */
 static void run_gemm_xz(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
                         int in_f32, uint32_t tile, uint32_t gz) {
   CF_BEGIN(ctx, kern, id);
@@ -65,9 +61,8 @@ static void run_gemm_xz(metrale_kernel_id id, const mnk *shapes, size_t nshapes,
     double *ref = cf_alloc(ny, sizeof(double));
     ref_gemm(ref, x, xf, w, s);
 
-    const uint32_t tile_m = tile == 256 ? 128 : tile;
     gpu_dim3 grid = tile == 0 ? (gpu_dim3){(s->n + 7) / 8, 1, 1}
-                              : (gpu_dim3){(s->n + tile - 1) / tile, (s->m + tile_m - 1) / tile_m, gz};
+                              : (gpu_dim3){(s->n + tile - 1) / tile, (s->m + tile - 1) / tile, gz};
     double tol = in_f32 ? TOL_TF32 : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
     cf_launch l;
     cf_launch_init(&l, id, grid);
@@ -134,10 +129,6 @@ Test(gemm, gemm_bf16_t128) {
 
 Test(gemm, gemm_f32in_t128) {
   run_gemm_x(METRALE_K_gemm_f32in_t128, t128_shapes, sizeof t128_shapes / sizeof t128_shapes[0], 1, 1, 128);
-}
-
-Test(gemm, gemm_f32in_t256) {
-  run_gemm_x(METRALE_K_gemm_f32in_t256, t256_shapes, sizeof t256_shapes / sizeof t256_shapes[0], 1, 1, 256);
 }
 
 Test(gemm, gemm_bf16_splitk) {

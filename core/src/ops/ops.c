@@ -4,11 +4,12 @@
 #define GEMV_MAX_M 16u
 
 /* The 128x128-tile gemm kernels, where present, beat the 64x64 ones once there are about
- * as many 128x128 tiles as an H200 has SMs (132; docs/perf-gemm.md).  n = 0: unknown
- * (the path report), taken as wide. */
+ * as many 128x128 tiles as an H200 has SMs (132; docs/perf-gemm.md) and the output is at
+ * least one tile wide (the prefill's b and a projections, 32 columns each, took 65 us on
+ * 128-wide tiles).  n = 0: unknown (the path report), taken as wide. */
 static int use_t128(const metrale_ops *o, metrale_kernel_id id, uint32_t m, uint32_t n) {
   const uint64_t cols = n ? CEIL_DIV(n, 128) : 128;
-  return o->k[id] && (uint64_t)CEIL_DIV(m, 128) * cols >= 128;
+  return o->k[id] && (n == 0 || n >= 128) && (uint64_t)CEIL_DIV(m, 128) * cols >= 128;
 }
 
 /* Launches kernel `id` with the given grid and argument list. */
@@ -37,26 +38,19 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by up to five kernels: a gemv for decode (M <= 16), 128x256
- * (Hopper) or 128x128 tiles when there are enough of them to fill the GPU, 64x64 tiles
- * with K split in 4 when there are few of them, and the 64x64-tile kernel. */
+/* One GEMM contract served by up to four kernels: a gemv for decode (M <= 16), 128x128
+ * tiles when there are enough of them to fill the GPU, 64x64 tiles with K split in 4 when
+ * there are few of them, and the 64x64-tile kernel. */
 typedef struct gemm_family {
-  metrale_kernel_id gemv, t256, t128, splitk, tile; /* METRALE_K_COUNT: the family has none */
+  metrale_kernel_id gemv, t128, splitk, tile; /* METRALE_K_COUNT: the family has none */
 } gemm_family;
 
-static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16, METRALE_K_COUNT, METRALE_K_gemm_bf16_t128,
-                                      METRALE_K_gemm_bf16_splitk, METRALE_K_gemm_bf16};
-static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT,
+static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16, METRALE_K_gemm_bf16_t128, METRALE_K_gemm_bf16_splitk,
+                                      METRALE_K_gemm_bf16};
+static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
                                           METRALE_K_gemm_bf16_f32};
-static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t256, METRALE_K_gemm_f32in_t128,
-                                       METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in};
-
-/* The 128x256-tile kernel holds one block an SM: it takes over from the 128x128 one once
- * its tiles make two waves on an H200 (132 SMs). */
-static int use_t256(const metrale_ops *o, metrale_kernel_id id, uint32_t m, uint32_t n) {
-  const uint64_t cols = n ? CEIL_DIV(n, 256) : 64;
-  return o->k[id] && (uint64_t)CEIL_DIV(m, 128) * cols >= 264;
-}
+static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t128, METRALE_K_gemm_f32in_splitk,
+                                       METRALE_K_gemm_f32in};
 
 #define SPLITK 4u /* kernels.def gemm_*_splitk: K slices, grid.z */
 /* Split K pays while the 64x64 tiles are few, so that each walks a long K with most SMs
@@ -77,7 +71,6 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
 static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
                                    uint32_t k) {
   if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
-  if (f->t256 != METRALE_K_COUNT && use_t256(o, f->t256, m, n)) return f->t256;
   if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
   if (use_splitk(o, f, m, n, k)) return f->splitk;
   return f->tile;
@@ -165,9 +158,8 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
   gpu_dim3 grid = {CEIL_DIV(n, 8), 1, 1};
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-    const uint32_t tile_m = id == f->t256 || id == f->t128 ? 128u : 64u;
-    const uint32_t tile_n = id == f->t256 ? 256u : tile_m;
-    grid = (gpu_dim3){CEIL_DIV(n, tile_n), CEIL_DIV(m, tile_m), id == f->splitk ? SPLITK : 1u};
+    const uint32_t tile = id == f->t128 ? 128u : 64u;
+    grid = (gpu_dim3){CEIL_DIV(n, tile), CEIL_DIV(m, tile), id == f->splitk ? SPLITK : 1u};
   }
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
   return metrale_launch(o->dev, id, o->k[id], grid, st, args, 6);
