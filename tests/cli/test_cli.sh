@@ -45,6 +45,13 @@ for mode in decode split:4; do
     expect_success "run_${mode}_${part}" "${run[@]}" --model "$model" --input "$good_in" --mode $mode --part $part
   done
 done
+# decode steps launched eagerly must write the same file as the default (graphs where the
+# backend has them)
+cp "$tmp/out.st" "$tmp/out_default.st"
+expect_success run_decode_no_graphs "${run[@]}" --model "$model" --input "$good_in" --mode split:4 --part layer --no-graphs
+cmp -s "$tmp/out.st" "$tmp/out_default.st" && ok || bad "run --no-graphs wrote another result"
+expect_success bench_no_graphs bench --backend cpu --decode 1 --prefill 16 --samples 2 --warmup 1 --no-graphs --json
+grep -q '"decode_graphs": false' "$tmp/stdout" && ok || bad "bench --no-graphs did not say so: $(cat "$tmp/stdout")"
 expect_success audit audit
 grep -q '^cpu     available' "$tmp/stdout" && ok || bad "audit does not show cpu available"
 for b in cuda hip vulkan; do

@@ -108,8 +108,9 @@ int cmd_run(int argc, char **argv) {
       {"--backend", 1, NULL, "auto|cpu|cuda|hip|vulkan (default: METRALE_BACKEND or auto)"},
       {"--part", 1, NULL, "mixer|layer (default layer)"},
       {"--mode", 1, NULL, "prefill|decode|split:N (default prefill)"},
+      {"--no-graphs", 0, NULL, "launch decode steps eagerly even where the backend replays graphs"},
   };
-  int rc = cli_parse("run", "--model DIR --layer N --input IN --output OUT [options]", opts, 7, argc, argv);
+  int rc = cli_parse("run", "--model DIR --layer N --input IN --output OUT [options]", opts, 8, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   for (int i = 0; i < 4; i++)
     if (!opts[i].value) {
@@ -151,6 +152,7 @@ int cmd_run(int argc, char **argv) {
   }
   if (!s) s = read_inputs(&c, opts[2].value, in, &suffixed);
   if (!s) s = metrale_state_pool_create(c.dev, metrale_state_dims_of(&cfg), c.nseq, &c.pool);
+  if (!s && opts[7].value) metrale_qwen3_ssm_layer_set_graphs(c.layer, 0);
   if (!s) s = driver_run(&c, mode, split);
   if (!s) s = write_outputs(&c, opts[3].value, suffixed);
 
