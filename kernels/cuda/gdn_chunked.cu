@@ -13,7 +13,7 @@
  * overflows however strong the decay.
  *
  * Phase 0, one block per (chunk, value head), all chunks at once, does everything that
- * does not depend on S: G, K K^T and Q K^T, A, M, T by forward substitution, W and U, and
+ * does not depend on S: G, K K^T and Q K^T, A, M, T = (I + A)^-1 in 16x16 blocks, W and U, and
  * writes -W, Qs = Q e^G, Kd^T = (K e^(G_L - G))^T and M as ready-made A fragments of
  * mma.sync m16n8k16 (see the record below), U in f32 and e^(G_L).  Phase 1, one block per
  * (sequence, value head, 16 or 32 value columns), walks the chunks in order with the
@@ -270,6 +270,70 @@ __device__ __forceinline__ void mma_part(float d[4], const frag &a, const uint32
 
 /* ---- phase 0: everything of one chunk that does not depend on S -------------------- */
 
+/* One warp's share of the blocked inverse (prep_chunk): P = (P_ij if `load`) +
+ * sum_{k0 <= k < k1} A_ik T_kj, kept at block (j, i) of Xs (above the diagonal), and if
+ * `fin`, T_ij = -T_ii P_ij into block (i, j).  Lane: row r of the block, columns cs..cs+7.
+ * Reads only blocks that earlier rounds completed. */
+__device__ __forceinline__ void tri_unit(const float *As, float *Xs, unsigned i, unsigned j,
+                                         unsigned k0, unsigned k1, bool load, bool fin,
+                                         unsigned lane) {
+  const unsigned r = lane >> 1, cs = 8 * (lane & 1);
+  float *P = Xs + (16 * j + r) * kLdA + 16 * i + cs;
+  float acc[8];
+  if (load) {
+    const float4 a = *reinterpret_cast<const float4 *>(P), b = *reinterpret_cast<const float4 *>(P + 4);
+    acc[0] = a.x, acc[1] = a.y, acc[2] = a.z, acc[3] = a.w;
+    acc[4] = b.x, acc[5] = b.y, acc[6] = b.z, acc[7] = b.w;
+  } else {
+#pragma unroll
+    for (unsigned e = 0; e < 8; e++) acc[e] = 0.0f;
+  }
+#pragma unroll 1
+  for (unsigned k = k0; k < k1; k++) {
+    const float *Ar = As + (16 * i + r) * kLdA + 16 * k;
+    const float *Tk = Xs + 16 * k * kLdA + 16 * j + cs;
+#pragma unroll
+    for (unsigned m4 = 0; m4 < 16; m4 += 4) {
+      const float4 a = *reinterpret_cast<const float4 *>(Ar + m4);
+      const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+      for (unsigned mm = 0; mm < 4; mm++) {
+        const float4 t0 = *reinterpret_cast<const float4 *>(Tk + (m4 + mm) * kLdA);
+        const float4 t1 = *reinterpret_cast<const float4 *>(Tk + (m4 + mm) * kLdA + 4);
+        acc[0] = fmaf(av[mm], t0.x, acc[0]), acc[1] = fmaf(av[mm], t0.y, acc[1]);
+        acc[2] = fmaf(av[mm], t0.z, acc[2]), acc[3] = fmaf(av[mm], t0.w, acc[3]);
+        acc[4] = fmaf(av[mm], t1.x, acc[4]), acc[5] = fmaf(av[mm], t1.y, acc[5]);
+        acc[6] = fmaf(av[mm], t1.z, acc[6]), acc[7] = fmaf(av[mm], t1.w, acc[7]);
+      }
+    }
+  }
+  *reinterpret_cast<float4 *>(P) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  *reinterpret_cast<float4 *>(P + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  if (!fin) return;
+  __syncwarp();
+  const float *Tr = Xs + (16 * i + r) * kLdA + 16 * i; /* row r of T_ii (zero past r) */
+  const float *Pb = Xs + 16 * j * kLdA + 16 * i + cs;
+#pragma unroll
+  for (unsigned e = 0; e < 8; e++) acc[e] = 0.0f;
+#pragma unroll
+  for (unsigned m4 = 0; m4 < 16; m4 += 4) {
+    const float4 a = *reinterpret_cast<const float4 *>(Tr + m4);
+    const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (unsigned mm = 0; mm < 4; mm++) {
+      const float4 t0 = *reinterpret_cast<const float4 *>(Pb + (m4 + mm) * kLdA);
+      const float4 t1 = *reinterpret_cast<const float4 *>(Pb + (m4 + mm) * kLdA + 4);
+      acc[0] = fmaf(av[mm], t0.x, acc[0]), acc[1] = fmaf(av[mm], t0.y, acc[1]);
+      acc[2] = fmaf(av[mm], t0.z, acc[2]), acc[3] = fmaf(av[mm], t0.w, acc[3]);
+      acc[4] = fmaf(av[mm], t1.x, acc[4]), acc[5] = fmaf(av[mm], t1.y, acc[5]);
+      acc[6] = fmaf(av[mm], t1.z, acc[6]), acc[7] = fmaf(av[mm], t1.w, acc[7]);
+    }
+  }
+  float *Tij = Xs + (16 * i + r) * kLdA + 16 * j + cs;
+  *reinterpret_cast<float4 *>(Tij) = make_float4(-acc[0], -acc[1], -acc[2], -acc[3]);
+  *reinterpret_cast<float4 *>(Tij + 4) = make_float4(-acc[4], -acc[5], -acc[6], -acc[7]);
+}
+
 /* This thread's 8 float4 of slab sl (64 tokens x 64 columns: K's columns 64 sl.. for
  * sl < nsk, else V's columns 64 (sl - nsk)..), zero past L tokens and past dk / dv. */
 __device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, unsigned nsk, const float *K,
@@ -412,35 +476,52 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   __syncthreads();
 
 
-  /* The first slab of W's and U's right factors (below) is loaded during the substitution. */
+  /* The first slab of W's and U's right factors (below) is loaded during the inverse. */
   const unsigned nsk = (p.dk + 63) / 64, nsv = (p.dv + 63) / 64;
   float4 slab[8];
   load_slab(slab, 0, nsk, K, V, L, p, l.tid);
 
-  /* T = (I + A)^-1, column c by thread c: x_i = [i == c] - sum_{j<i} A_ij x_j, the column
-   * kept in shared memory (Xs[i][c]: a warp's accesses fall in distinct banks), A rows
-   * read as float4 broadcasts.  A at or above the diagonal is never read; T above the
-   * diagonal comes out zero. */
+  /* T = (I + A)^-1 in 16x16 blocks (T_ii, T_ij for i > j; block rows and columns of 16
+   * tokens), f32 throughout.  First the four diagonal blocks at once, T_ii = (I + A_ii)^-1
+   * by forward substitution (16 dependent rows, not 64); then the blocks below them,
+   * T_ij = -T_ii P_ij with P_ij = sum_{j <= k < i} A_ik T_kj, in three rounds by distance
+   * i - j (see tri_unit; the terms of P_20, P_31 and P_30 whose T_kj is ready early are
+   * summed a round ahead by warps that would idle).  T above the diagonal blocks is never
+   * read (W's and U's k steps stop at the diagonal); its place holds the P_ij. */
   if (l.tid < kCh) {
-    const unsigned c = l.tid;
-#pragma unroll 1
-    for (unsigned i = 0; i < kCh; i++) {
-      const float *Ai = As + i * kLdA;
-      float a0 = i == c ? 1.0f : 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-      unsigned jj = 0;
-#pragma unroll 2
-      for (; jj + 4 <= i; jj += 4) {
-        const float4 a = *reinterpret_cast<const float4 *>(Ai + jj);
-        a0 = fmaf(-a.x, Xs[jj * kLdA + c], a0);
-        a1 = fmaf(-a.y, Xs[(jj + 1) * kLdA + c], a1);
-        a2 = fmaf(-a.z, Xs[(jj + 2) * kLdA + c], a2);
-        a3 = fmaf(-a.w, Xs[(jj + 3) * kLdA + c], a3);
+    const unsigned o = l.tid & ~15u, c = l.tid & 15u;
+    float x[16];
+#pragma unroll
+    for (unsigned i = 0; i < 16; i++) {
+      const float *Ai = As + (o + i) * kLdA + o;
+      float s0 = i == c ? 1.0f : 0.0f, s1 = 0.0f;
+#pragma unroll
+      for (unsigned j4 = 0; j4 < i; j4 += 4) {
+        const float4 a = *reinterpret_cast<const float4 *>(Ai + j4);
+        s0 = fmaf(-a.x, x[j4], s0);
+        if (j4 + 1 < i) s1 = fmaf(-a.y, x[j4 + 1], s1);
+        if (j4 + 2 < i) s0 = fmaf(-a.z, x[j4 + 2], s0);
+        if (j4 + 3 < i) s1 = fmaf(-a.w, x[j4 + 3], s1);
       }
-#pragma unroll 1
-      for (; jj < i; jj++) a0 = fmaf(-Ai[jj], Xs[jj * kLdA + c], a0);
-      Xs[i * kLdA + c] = (a0 + a1) + (a2 + a3);
+      x[i] = s0 + s1;
     }
+#pragma unroll
+    for (unsigned i = 0; i < 16; i++) Xs[(o + i) * kLdA + o + c] = x[i];
   }
+  __syncthreads();
+  if (l.w == 0) tri_unit(As, Xs, 1, 0, 0, 1, false, true, lane);
+  if (l.w == 1) tri_unit(As, Xs, 2, 1, 1, 2, false, true, lane);
+  if (l.w == 2) tri_unit(As, Xs, 3, 2, 2, 3, false, true, lane);
+  if (l.w == 3) {
+    tri_unit(As, Xs, 2, 0, 0, 1, false, false, lane); /* A_20 T_00 */
+    tri_unit(As, Xs, 3, 1, 1, 2, false, false, lane); /* A_31 T_11 */
+  }
+  __syncthreads();
+  if (l.w == 0) tri_unit(As, Xs, 2, 0, 1, 2, true, true, lane);   /* + A_21 T_10 */
+  if (l.w == 1) tri_unit(As, Xs, 3, 1, 2, 3, true, true, lane);   /* + A_32 T_21 */
+  if (l.w == 2) tri_unit(As, Xs, 3, 0, 0, 2, false, false, lane); /* A_30 T_00 + A_31 T_10 */
+  __syncthreads();
+  if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
   __syncthreads();
 
   /* W = T (diag(beta e^G) K) and U = T (diag(beta) V), 64 columns at a time: the slab in
