@@ -20,8 +20,11 @@ static const mnk t128_shapes[] = {{1, 1, 1},     {5, 129, 7},     {64, 65, 64}, 
  * and unaligned K, partial tiles, a long K as out_proj's. */
 static const mnk splitk_shapes[] = {{1, 1, 1},       {5, 129, 7},      {17, 70, 130},  {64, 65, 64},
                                     {70, 5, 33},     {130, 257, 1000}, {33, 64, 4097}, {256, 200, 4096}};
-static const mnk gemv_shapes[] = {{1, 1, 1},  {1, 7, 129},   {2, 8, 1000},  {3, 129, 64},
-                                  {8, 9, 17}, {16, 33, 256}, {1, 300, 2048}};
+/* including long rows at M = 1 (K = 4104, 6152: the 8-load path and its tail) and M = 4 at
+ * out_proj's K */
+static const mnk gemv_shapes[] = {{1, 1, 1},    {1, 7, 129},   {2, 8, 1000},   {3, 129, 64},
+                                  {8, 9, 17},   {16, 33, 256}, {1, 300, 2048}, {1, 9, 4104},
+                                  {1, 17, 6152}, {4, 5, 4096}};
 /* gemv_bf16_f32 (the decode input projection): every M of 1..16, odd N and K. */
 static const mnk gemv_f32_shapes[] = {
     {1, 1, 1},     {1, 301, 2049}, {2, 9, 1001},  {3, 129, 65},  {4, 17, 33},   {5, 31, 255},
