@@ -96,9 +96,6 @@ enum { CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_att
   X(ModuleGetFunction, "cuModuleGetFunction",                                             \
     (cuda_function * fn, cuda_module module, const char *name))                           \
   X(FuncSetAttribute, "cuFuncSetAttribute", (cuda_function fn, int attrib, int value))    \
-  X(LaunchKernel, "cuLaunchKernel",                                                       \
-    (cuda_function fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,   \
-     unsigned bz, unsigned shared_bytes, cuda_stream stream, void **params, void **extra)) \
   X(LaunchKernelEx, "cuLaunchKernelEx",                                                   \
     (const cuda_launch_config *config, cuda_function fn, void **params, void **extra))    \
   X(MemAlloc, "cuMemAlloc_v2", (cuda_deviceptr * ptr, size_t bytes))                      \

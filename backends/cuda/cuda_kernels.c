@@ -200,11 +200,7 @@ metrale_status cuda_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, 
   if (!k) return METRALE_ERROR(INVALID_ARGUMENT, "cuda launch with a null kernel handle");
   const metrale_kernel_info *info = k->info;
   METRALE_RETURN_IF_ERROR(metrale_kernel_check_args(info, args, nargs));
-  /* the kernels are compiled for (and index by) exactly the manifest block */
-  if (block.x != info->block || block.y != 1 || block.z != 1)
-    return METRALE_ERROR(INVALID_ARGUMENT,
-                         "%s.%s is built for blocks of %u threads, launched with %ux%ux%u",
-                         info->module, info->name, info->block, block.x, block.y, block.z);
+  METRALE_RETURN_IF_ERROR(cuda_kernels_check_block(info, block));
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return METRALE_OK; /* no work */
   if (grid.x > be->max_grid[0] || grid.y > be->max_grid[1] || grid.z > be->max_grid[2])
     return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: grid %ux%ux%u exceeds the limit %ux%ux%u of %s",
@@ -214,43 +210,23 @@ metrale_status cuda_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, 
   METRALE_RETURN_IF_ERROR(cuda_bind(be));
   METRALE_RETURN_IF_ERROR(ensure_shared(be, k, shared_bytes));
 
-  /* kernelParams: one pointer per argument, at a value of the kernel's parameter type */
-  union {
-    uint64_t u64;
-    uint32_t u32;
-    int32_t i32;
-    float f32;
-  } values[METRALE_MAX_KERNEL_ARGS];
-  void *params[METRALE_MAX_KERNEL_ARGS];
-  for (uint32_t i = 0; i < nargs; i++) {
-    switch (args[i].kind) {
-      case GPU_ARG_PTR: values[i].u64 = args[i].v.ptr; params[i] = &values[i].u64; break;
-      case GPU_ARG_U64: values[i].u64 = args[i].v.u64; params[i] = &values[i].u64; break;
-      case GPU_ARG_U32: values[i].u32 = args[i].v.u32; params[i] = &values[i].u32; break;
-      case GPU_ARG_I32: values[i].i32 = args[i].v.i32; params[i] = &values[i].i32; break;
-      case GPU_ARG_F32: values[i].f32 = args[i].v.f32; params[i] = &values[i].f32; break;
-    }
-  }
-  if (info->early_start && be->base.caps.cc_major >= 9) {
-    /* programmatic dependent launch: the kernel may start while the one before it on the
-     * stream still runs; it waits for it itself (kernels.def METRALE_KERNEL_EARLY_START) */
-    cuda_launch_attr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = CUDA_DRV_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmatic_serialization = 1;
-    const cuda_launch_config cfg = {grid.x,  grid.y,  grid.z,       block.x, block.y,
-                                    block.z, shared_bytes, cuda_stream_of(be, stream), &attr, 1};
-    CUDA_CHECK(be->drv, be->drv->LaunchKernelEx(&cfg, k->fn, nargs ? params : NULL, NULL),
-               "cuLaunchKernelEx(%s.%s, grid %ux%ux%u, early start)", info->module, info->name,
-               grid.x, grid.y, grid.z);
-    return METRALE_OK;
-  }
-  CUDA_CHECK(be->drv,
-             be->drv->LaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                   shared_bytes, cuda_stream_of(be, stream), nargs ? params : NULL,
-                                   NULL),
-             "cuLaunchKernel(%s.%s, grid %ux%ux%u)", info->module, info->name, grid.x, grid.y,
-             grid.z);
+  cuda_kernel_params kp;
+  void **params = cuda_kernels_params(&kp, args, nargs);
+  /* early start (kernels.def METRALE_KERNEL_EARLY_START): programmatic dependent launch, the
+   * kernel may start while the one before it on the stream still runs and waits for it
+   * itself */
+  cuda_launch_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CUDA_DRV_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmatic_serialization = 1;
+  const int early = info->early_start && be->base.caps.cc_major >= 9;
+  const cuda_launch_config cfg = {.grid_x = grid.x, .grid_y = grid.y, .grid_z = grid.z,
+                                  .block_x = block.x, .block_y = block.y, .block_z = block.z,
+                                  .shared_bytes = shared_bytes, .stream = cuda_stream_of(be, stream),
+                                  .attrs = early ? &attr : NULL, .num_attrs = early ? 1u : 0u};
+  CUDA_CHECK(be->drv, be->drv->LaunchKernelEx(&cfg, k->fn, params, NULL),
+             "cuLaunchKernelEx(%s.%s, grid %ux%ux%u%s)", info->module, info->name, grid.x, grid.y,
+             grid.z, early ? ", early start" : "");
   return METRALE_OK;
 }
 

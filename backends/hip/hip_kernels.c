@@ -147,11 +147,7 @@ metrale_status hip_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, g
   if (!k) return METRALE_ERROR(INVALID_ARGUMENT, "hip launch with a null kernel handle");
   const metrale_kernel_info *info = k->info;
   METRALE_RETURN_IF_ERROR(metrale_kernel_check_args(info, args, nargs));
-  /* the kernels are compiled for (and index by) exactly the manifest block */
-  if (block.x != info->block || block.y != 1 || block.z != 1)
-    return METRALE_ERROR(INVALID_ARGUMENT,
-                         "%s.%s is built for blocks of %u threads, launched with %ux%ux%u",
-                         info->module, info->name, info->block, block.x, block.y, block.z);
+  METRALE_RETURN_IF_ERROR(cuda_kernels_check_block(info, block));
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return METRALE_OK; /* no work */
   /* AMD also limits the work-items of a dimension (grid * block) to 2^32 - 1 */
   if (grid.x > be->max_grid[0] || grid.y > be->max_grid[1] || grid.z > be->max_grid[2] ||
@@ -169,28 +165,12 @@ metrale_status hip_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, g
   METRALE_RETURN_IF_ERROR(cuda_kernels_check_launch(info, args));
   METRALE_RETURN_IF_ERROR(hip_bind(be));
 
-  /* kernelParams: one pointer per argument, at a value of the kernel's parameter type;
-   * the runtime lays them out from the code object's argument metadata */
-  union {
-    uint64_t u64;
-    uint32_t u32;
-    int32_t i32;
-    float f32;
-  } values[METRALE_MAX_KERNEL_ARGS];
-  void *params[METRALE_MAX_KERNEL_ARGS];
-  for (uint32_t i = 0; i < nargs; i++) {
-    switch (args[i].kind) {
-      case GPU_ARG_PTR: values[i].u64 = args[i].v.ptr; params[i] = &values[i].u64; break;
-      case GPU_ARG_U64: values[i].u64 = args[i].v.u64; params[i] = &values[i].u64; break;
-      case GPU_ARG_U32: values[i].u32 = args[i].v.u32; params[i] = &values[i].u32; break;
-      case GPU_ARG_I32: values[i].i32 = args[i].v.i32; params[i] = &values[i].i32; break;
-      case GPU_ARG_F32: values[i].f32 = args[i].v.f32; params[i] = &values[i].f32; break;
-    }
-  }
+  /* the runtime lays the arguments out from the code object's argument metadata */
+  cuda_kernel_params kp;
+  void **params = cuda_kernels_params(&kp, args, nargs);
   HIP_CHECK(be->api,
             be->api->ModuleLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                        shared_bytes, hip_stream_of(be, stream),
-                                        nargs ? params : NULL, NULL),
+                                        shared_bytes, hip_stream_of(be, stream), params, NULL),
             "hipModuleLaunchKernel(%s.%s, grid %ux%ux%u)", info->module, info->name, grid.x,
             grid.y, grid.z);
   return METRALE_OK;

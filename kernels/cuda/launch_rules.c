@@ -42,3 +42,24 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
     return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up: k must be >= 1");
   return METRALE_OK;
 }
+
+metrale_status cuda_kernels_check_block(const metrale_kernel_info *info, gpu_dim3 block) {
+  if (block.x != info->block || block.y != 1 || block.z != 1)
+    return METRALE_ERROR(INVALID_ARGUMENT,
+                         "%s.%s is built for blocks of %u threads, launched with %ux%ux%u",
+                         info->module, info->name, info->block, block.x, block.y, block.z);
+  return METRALE_OK;
+}
+
+void **cuda_kernels_params(cuda_kernel_params *p, const gpu_arg *args, uint32_t nargs) {
+  for (uint32_t i = 0; i < nargs; i++) {
+    switch (args[i].kind) {
+      case GPU_ARG_PTR: p->values[i].u64 = args[i].v.ptr; p->ptrs[i] = &p->values[i].u64; break;
+      case GPU_ARG_U64: p->values[i].u64 = args[i].v.u64; p->ptrs[i] = &p->values[i].u64; break;
+      case GPU_ARG_U32: p->values[i].u32 = args[i].v.u32; p->ptrs[i] = &p->values[i].u32; break;
+      case GPU_ARG_I32: p->values[i].i32 = args[i].v.i32; p->ptrs[i] = &p->values[i].i32; break;
+      case GPU_ARG_F32: p->values[i].f32 = args[i].v.f32; p->ptrs[i] = &p->values[i].f32; break;
+    }
+  }
+  return nargs ? p->ptrs : NULL;
+}
