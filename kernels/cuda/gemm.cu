@@ -719,7 +719,7 @@ static_assert(mk_shared("gemm_bf16_t128") == kT128StagesBf16 * 128u * (64u + 64u
 MK_KERNEL_T128(gemm_bf16_t128)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,
                                unsigned k) {
 #if MK_GEMM_WGMMA
-  wg::gemm_tile_wg<128, kT128StagesBf16, bf16, false>(y, x, w, m, n, k);
+  wg::gemm_tile_wg<kT128StagesBf16, bf16, false>(y, x, w, m, n, k);
 #else
   tc::gemm_tile<128, 128, kT128StagesBf16, bf16, false, true>(y, x, w, m, n, k);
 #endif
@@ -729,7 +729,7 @@ MK_CHECK(gemm_bf16_t128, gemm);
 MK_KERNEL_T128(gemm_f32in_t128)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n,
                                 unsigned k) {
 #if MK_GEMM_WGMMA
-  wg::gemm_tile_wg<128, kT128StagesF32, float, true>(y, x, w, m, n, k);
+  wg::gemm_tile_wg<kT128StagesF32, float, true>(y, x, w, m, n, k);
 #else
   tc::gemm_tile<128, 128, kT128StagesF32, float, true, true>(y, x, w, m, n, k);
 #endif

@@ -10,9 +10,9 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 /* keeps the compiler from moving accesses of the accumulators across this point */
-template <unsigned NA> __device__ __forceinline__ void pin(float (&d)[NA]) {
+__device__ __forceinline__ void pin(float (&d)[64]) {
 #pragma unroll
-  for (unsigned i = 0; i < NA; i++) asm volatile("" : "+f"(d[i])::"memory");
+  for (unsigned i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* Descriptor of a K-major bf16 tile in tc's layout: 64-byte rows whose chunks are
@@ -23,11 +23,10 @@ __device__ __forceinline__ uint64_t desc64(uint32_t addr) {
          (uint64_t)2 << 62;
 }
 
-/* wgmma m64nNk16, N / 2 accumulators a thread.  Only N = 128: a 128x256 tile on m64n256k16
- * (one block an SM) ran the f32-input projection 20% slower than two 128x128 blocks an SM
- * (docs/perf-gemm.md). */
-template <unsigned N> struct mma_n;
-template <> struct mma_n<128> {
+/* wgmma m64n128k16, 64 accumulators a thread.  (A 128x256 tile on m64n256k16, one block an
+ * SM, ran the f32-input projection 20% slower than two 128x128 blocks an SM:
+ * docs/perf-gemm.md.) */
+struct mma_n128 {
   /* d (+)= A . B^T, m64n128k16, A and B K-major bf16 in shared memory (descriptors) */
   static __device__ __forceinline__ void ss(float (&d)[64], uint64_t da, uint64_t db) {
     asm volatile(
@@ -62,15 +61,15 @@ template <> struct mma_n<128> {
   }
 };
 
-/* 128 x BN tile, two warpgroups of 64 rows each, m64nBNk16 per k16 step; the stages are
+/* 128x128 tile, two warpgroups of 64 rows each, m64n128k16 per k16 step; the stages are
  * those of tc::gemm_tile, in the launch's dynamic shared memory.  bf16 x: A from shared
  * memory; f32 x: A split into hi and lo in registers (two MMAs). */
-template <unsigned BN, unsigned STAGES, typename XT, bool F32_OUT>
+template <unsigned STAGES, typename XT, bool F32_OUT>
 __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
                                              const bf16 *__restrict__ w, unsigned M, unsigned N,
                                              unsigned K) {
-  constexpr unsigned BM = 128, NA = BN / 2; /* accumulators a thread */
-  using mma = mma_n<BN>;
+  constexpr unsigned BM = 128, BN = 128;
+  using mma = mma_n128;
   constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
   constexpr unsigned STAGE = A_BYTES + B_BYTES;
   static_assert(STAGE % 512u == 0 && A_BYTES % 512u == 0, "swizzle atoms stay aligned");
@@ -85,9 +84,9 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
   const unsigned KT = (K + BK - 1) / BK;
   const uint32_t s0 = dyn_smem_base();
 
-  float acc[NA];
+  float acc[64];
 #pragma unroll
-  for (unsigned i = 0; i < NA; i++) acc[i] = 0.0f;
+  for (unsigned i = 0; i < 64; i++) acc[i] = 0.0f;
 
 #pragma unroll
   for (unsigned s = 0; s + 1 < STAGES; s++) {
@@ -149,7 +148,7 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
   const unsigned g = lane >> 2, t = lane & 3u;
   const unsigned row = m0 + wgi * 64u + wq * 16u + g;
 #pragma unroll
-  for (unsigned j = 0; j < BN / 8; j++) {
+  for (unsigned j = 0; j < 16; j++) {
     const unsigned col = n0 + j * 8 + 2 * t;
     if (row < M) store2<F32_OUT>(y, N, row, col, acc[4 * j], acc[4 * j + 1], pair);
     if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pair);
