@@ -496,22 +496,6 @@ __device__ __forceinline__ void x8(const float *p, float f[8]) {
 __device__ __forceinline__ float x1(const bf16 *p) { return bf16_to_f32(*p); }
 __device__ __forceinline__ float x1(const float *p) { return *p; }
 
-/* One 16-byte chunk of a weight row, read once per pass: on NVIDIA it bypasses L1
- * (L1::no_allocate), so the streaming weights do not evict the activation rows that the
- * 8 features of a block all read there (H200: out_proj at M = 1 8.2 -> 7.4 us);
- * elsewhere a plain load. */
-__device__ __forceinline__ uint4 load_w16(const bf16 *p) {
-#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-#else
-  return *reinterpret_cast<const uint4 *>(p);
-#endif
-}
-
 /* The decode case (up to 4 rows a pass) with vector loads: each thread issues U
  * independent 16-byte weight loads before it uses any, so an SM keeps enough bytes in
  * flight to stream the weights at copy speed even when the grid is small (out_proj: 256
@@ -538,7 +522,7 @@ __device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
     for (; kk + (U - 1) * step < k; kk += U * step) {
       uint4 wv[U];
 #pragma unroll
-      for (unsigned u = 0; u < U; u++) wv[u] = load_w16(wr + kk + u * step);
+      for (unsigned u = 0; u < U; u++) wv[u] = load_stream16(wr + kk + u * step);
 #pragma unroll
       for (unsigned u = 0; u < U; u++) {
         float wf[8];
@@ -556,7 +540,7 @@ __device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
     }
     for (; kk < k; kk += step) {
       float wf[8];
-      unpack8(load_w16(wr + kk), wf);
+      unpack8(load_stream16(wr + kk), wf);
 #pragma unroll
       for (unsigned i = 0; i < R; i++) {
         if (R == 1 || i < m) {

@@ -13,19 +13,6 @@
 #include "common.cuh"
 
 namespace {
-/* Streamed weights: read once, so kept out of L1. */
-__device__ __forceinline__ uint4 load_stream16(const bf16 *p) {
-#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-#else
-  return *reinterpret_cast<const uint4 *>(p);
-#endif
-}
-
 constexpr unsigned kProjBlock = mk_block("moe_gate_up");
 static_assert(kProjBlock == mk_block("moe_down"), "one block size for both projections");
 constexpr unsigned P_FEAT = 64;                     /* output features per block (contract) */
