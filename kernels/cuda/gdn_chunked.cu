@@ -270,6 +270,25 @@ __device__ __forceinline__ void mma_part(float d[4], const frag &a, const uint32
 
 /* ---- phase 0: everything of one chunk that does not depend on S -------------------- */
 
+/* acc[0..8) += a[0..16) . B[0..16)[0..8): a 16-long row times 8 columns of a 16-row block
+ * of stride kLdA, in shared memory (the blocked inverse's product). */
+__device__ __forceinline__ void row16_times_block(float acc[8], const float *a_row, const float *B) {
+#pragma unroll
+  for (unsigned m4 = 0; m4 < 16; m4 += 4) {
+    const float4 a = *reinterpret_cast<const float4 *>(a_row + m4);
+    const float av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (unsigned mm = 0; mm < 4; mm++) {
+      const float4 t0 = *reinterpret_cast<const float4 *>(B + (m4 + mm) * kLdA);
+      const float4 t1 = *reinterpret_cast<const float4 *>(B + (m4 + mm) * kLdA + 4);
+      acc[0] = fmaf(av[mm], t0.x, acc[0]), acc[1] = fmaf(av[mm], t0.y, acc[1]);
+      acc[2] = fmaf(av[mm], t0.z, acc[2]), acc[3] = fmaf(av[mm], t0.w, acc[3]);
+      acc[4] = fmaf(av[mm], t1.x, acc[4]), acc[5] = fmaf(av[mm], t1.y, acc[5]);
+      acc[6] = fmaf(av[mm], t1.z, acc[6]), acc[7] = fmaf(av[mm], t1.w, acc[7]);
+    }
+  }
+}
+
 /* One warp's share of the blocked inverse (prep_chunk): P = (P_ij if `load`) +
  * sum_{k0 <= k < k1} A_ik T_kj, kept at block (j, i) of Xs (above the diagonal), and if
  * `fin`, T_ij = -T_ii P_ij into block (i, j).  Lane: row r of the block, columns cs..cs+7.
@@ -292,20 +311,7 @@ __device__ __forceinline__ void tri_unit(const float *As, float *Xs, unsigned i,
   for (unsigned k = k0; k < k1; k++) {
     const float *Ar = As + (16 * i + r) * kLdA + 16 * k;
     const float *Tk = Xs + 16 * k * kLdA + 16 * j + cs;
-#pragma unroll
-    for (unsigned m4 = 0; m4 < 16; m4 += 4) {
-      const float4 a = *reinterpret_cast<const float4 *>(Ar + m4);
-      const float av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-      for (unsigned mm = 0; mm < 4; mm++) {
-        const float4 t0 = *reinterpret_cast<const float4 *>(Tk + (m4 + mm) * kLdA);
-        const float4 t1 = *reinterpret_cast<const float4 *>(Tk + (m4 + mm) * kLdA + 4);
-        acc[0] = fmaf(av[mm], t0.x, acc[0]), acc[1] = fmaf(av[mm], t0.y, acc[1]);
-        acc[2] = fmaf(av[mm], t0.z, acc[2]), acc[3] = fmaf(av[mm], t0.w, acc[3]);
-        acc[4] = fmaf(av[mm], t1.x, acc[4]), acc[5] = fmaf(av[mm], t1.y, acc[5]);
-        acc[6] = fmaf(av[mm], t1.z, acc[6]), acc[7] = fmaf(av[mm], t1.w, acc[7]);
-      }
-    }
+    row16_times_block(acc, Ar, Tk);
   }
   *reinterpret_cast<float4 *>(P) = make_float4(acc[0], acc[1], acc[2], acc[3]);
   *reinterpret_cast<float4 *>(P + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
@@ -315,20 +321,7 @@ __device__ __forceinline__ void tri_unit(const float *As, float *Xs, unsigned i,
   const float *Pb = Xs + 16 * j * kLdA + 16 * i + cs;
 #pragma unroll
   for (unsigned e = 0; e < 8; e++) acc[e] = 0.0f;
-#pragma unroll
-  for (unsigned m4 = 0; m4 < 16; m4 += 4) {
-    const float4 a = *reinterpret_cast<const float4 *>(Tr + m4);
-    const float av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (unsigned mm = 0; mm < 4; mm++) {
-      const float4 t0 = *reinterpret_cast<const float4 *>(Pb + (m4 + mm) * kLdA);
-      const float4 t1 = *reinterpret_cast<const float4 *>(Pb + (m4 + mm) * kLdA + 4);
-      acc[0] = fmaf(av[mm], t0.x, acc[0]), acc[1] = fmaf(av[mm], t0.y, acc[1]);
-      acc[2] = fmaf(av[mm], t0.z, acc[2]), acc[3] = fmaf(av[mm], t0.w, acc[3]);
-      acc[4] = fmaf(av[mm], t1.x, acc[4]), acc[5] = fmaf(av[mm], t1.y, acc[5]);
-      acc[6] = fmaf(av[mm], t1.z, acc[6]), acc[7] = fmaf(av[mm], t1.w, acc[7]);
-    }
-  }
+  row16_times_block(acc, Tr, Pb);
   float *Tij = Xs + (16 * i + r) * kLdA + 16 * j + cs;
   *reinterpret_cast<float4 *>(Tij) = make_float4(-acc[0], -acc[1], -acc[2], -acc[3]);
   *reinterpret_cast<float4 *>(Tij + 4) = make_float4(-acc[4], -acc[5], -acc[6], -acc[7]);
