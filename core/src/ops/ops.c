@@ -84,13 +84,8 @@ const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) { return gem
 const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16_F32, m); }
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_F32IN, m); }
 
-const char *metrale_ops_gemm_splitk_path(const metrale_ops *o) {
-  const int b = o->k[METRALE_K_gemm_bf16_splitk] != 0, f = o->k[METRALE_K_gemm_f32in_splitk] != 0;
-  if (b && f)
-    return "gemm.gemm_f32in_splitk / gemm.gemm_bf16_splitk (K in 4 slices) for up to 200 64x64 tiles";
-  if (b) return "gemm.gemm_bf16_splitk (K in 4 slices) for up to 200 64x64 tiles; in_proj none";
-  if (f) return "gemm.gemm_f32in_splitk (K in 4 slices) for up to 200 64x64 tiles; others none";
-  return "none (the 64x64-tile kernels)";
+const char *metrale_ops_kernel_or(const metrale_ops *o, metrale_kernel_id fast, metrale_kernel_id fallback) {
+  return metrale_kernel_info_get(o->k[fast] ? fast : fallback)->name;
 }
 
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *o) {
@@ -117,14 +112,6 @@ metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gp
 }
 
 #define ROWS_PER_BLOCK 8u /* kernels.def gated_rmsnorm_rows, l2norm_qk_rows: 32 threads a row */
-
-const char *metrale_ops_chain_path(const metrale_ops *o) {
-  const int l2 = o->k[METRALE_K_l2norm_qk_rows] != 0, gn = o->k[METRALE_K_gated_rmsnorm_rows] != 0;
-  return l2 ? (gn ? "gdn.l2norm_qk_rows / norm.gated_rmsnorm_rows (32 threads a row)"
-                  : "gdn.l2norm_qk_rows (32 threads a row) / norm.gated_rmsnorm")
-            : (gn ? "gdn.l2norm_qk / norm.gated_rmsnorm_rows (32 threads a row)"
-                  : "gdn.l2norm_qk / norm.gated_rmsnorm");
-}
 
 metrale_status op_gated_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x,
                                 gpu_ptr z, gpu_ptr w, uint32_t rows, uint32_t n, float eps) {
@@ -317,14 +304,6 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
     return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u with %u key heads", bsz, nk);
   LAUNCH(o, st, gdn_decode_fused35, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
          P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
-}
-
-const char *metrale_ops_moe_path(const metrale_ops *o) {
-  const int tk = o->k[METRALE_K_moe_topk_warp] != 0, cb = o->k[METRALE_K_moe_combine_wide] != 0;
-  if (tk && cb) return "moe.moe_topk_warp, moe.moe_gate_up, moe.moe_down, moe.moe_combine_wide";
-  if (tk) return "moe.moe_topk_warp, moe.moe_gate_up, moe.moe_down, moe.moe_combine";
-  if (cb) return "moe.moe_topk, moe.moe_gate_up, moe.moe_down, moe.moe_combine_wide";
-  return "moe.moe_topk, moe.moe_gate_up, moe.moe_down, moe.moe_combine";
 }
 
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,

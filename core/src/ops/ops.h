@@ -22,11 +22,10 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev);
 const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m);
 const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m);
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m);
-/* The split-K kernels for small M (few 64x64 tiles), and when they are taken. */
-const char *metrale_ops_gemm_splitk_path(const metrale_ops *ops);
+/* For the audit: the name of `fast` when the backend has it, else of `fallback` (the
+ * kernel the op then takes). */
+const char *metrale_ops_kernel_or(const metrale_ops *ops, metrale_kernel_id fast, metrale_kernel_id fallback);
 const char *metrale_ops_add_rmsnorm_path(const metrale_ops *ops);
-/* The q/k l2norm and the gated norm: their 32-threads-a-row kernels when present. */
-const char *metrale_ops_chain_path(const metrale_ops *ops);
 
 metrale_status op_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                           uint32_t rows, uint32_t n, float eps);
@@ -94,9 +93,6 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
                                    uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
                                    uint32_t kw, float eps);
-/* The MoE kernels the FFN runs, for the audit: moe.moe_topk_warp and moe.moe_combine_wide
- * (decode-shaped, same ops) when the backend has them, else moe.moe_topk / moe.moe_combine. */
-const char *metrale_ops_moe_path(const metrale_ops *ops);
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
                            uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm);
 metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, gpu_ptr x, gpu_ptr idx,

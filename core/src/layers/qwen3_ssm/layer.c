@@ -87,21 +87,24 @@ int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *L) { return L-
 
 void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *out) {
   const qwen3_ssm_dims *d = &L->d;
+  const metrale_ops *o = &L->ops;
   fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
           L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
           d->nv, d->dk, d->dv, d->K);
-  fprintf(out, "  in_proj, decode / prefill:     gemm.%s / gemm.%s\n", metrale_ops_gemm_f32in_path(&L->ops, 1),
-          metrale_ops_gemm_f32in_path(&L->ops, 1u << 20));
-  fprintf(out, "  router logits:                 gemm.%s / gemm.%s\n", metrale_ops_gemm_f32_path(&L->ops, 1),
-          metrale_ops_gemm_f32_path(&L->ops, 1u << 20));
-  fprintf(out, "  other projections:             gemm.%s / gemm.%s\n", metrale_ops_gemm_path(&L->ops, 1),
-          metrale_ops_gemm_path(&L->ops, 1u << 20));
-  fprintf(out, "  projections, split K:          %s\n", metrale_ops_gemm_splitk_path(&L->ops));
+  fprintf(out, "  in_proj, decode / prefill:     gemm.%s / gemm.%s\n", metrale_ops_gemm_f32in_path(o, 1),
+          metrale_ops_gemm_f32in_path(o, 1u << 20));
+  fprintf(out, "  router logits:                 gemm.%s / gemm.%s\n", metrale_ops_gemm_f32_path(o, 1),
+          metrale_ops_gemm_f32_path(o, 1u << 20));
+  fprintf(out, "  other projections:             gemm.%s / gemm.%s\n", metrale_ops_gemm_path(o, 1),
+          metrale_ops_gemm_path(o, 1u << 20));
+  fprintf(out, "  GEMMs of <= 200 64x64 tiles:   gemm.%s / gemm.%s\n",
+          metrale_ops_kernel_or(o, METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in),
+          metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_splitk, METRALE_K_gemm_bf16));
   fprintf(out, "  decode step:                   %s\n",
           qwen3_ssm_graphs_used(L) ? "recorded once per batch and buffers, then replayed as a graph"
                                    : (metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"
                                                                         : "launched eagerly (the backend has no graphs)"));
-  if (metrale_ops_has_gdn_decode_fused(&L->ops))
+  if (metrale_ops_has_gdn_decode_fused(o))
     fprintf(out, "  decode, split .. gated norm:   gdn_decode.gdn_decode_fused35 (one kernel)\n");
   else
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
@@ -109,14 +112,18 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
                "Qwen3.5 order for both families)\n");
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
-          metrale_ops_conv1d_prefill_path(&L->ops));
+          metrale_ops_conv1d_prefill_path(o));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
-          metrale_ops_delta_rule_prefill_path(&L->ops, d->dk, d->dv));
-  fprintf(out, "  q/k l2norm / gated norm:       %s\n", metrale_ops_chain_path(&L->ops));
-  fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(&L->ops));
+          metrale_ops_delta_rule_prefill_path(o, d->dk, d->dv));
+  fprintf(out, "  q/k l2norm / gated norm:       gdn.%s / norm.%s\n",
+          metrale_ops_kernel_or(o, METRALE_K_l2norm_qk_rows, METRALE_K_l2norm_qk),
+          metrale_ops_kernel_or(o, METRALE_K_gated_rmsnorm_rows, METRALE_K_gated_rmsnorm));
+  fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(o));
   if (L->moe)
-    fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: %s\n", d->E, d->topk, d->mI, d->sI,
-            metrale_ops_moe_path(&L->ops));
+    fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.%s, moe.moe_gate_up, moe.moe_down, "
+                 "moe.%s\n", d->E, d->topk, d->mI, d->sI,
+            metrale_ops_kernel_or(o, METRALE_K_moe_topk_warp, METRALE_K_moe_topk),
+            metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
   else
     fprintf(out, "  dense MLP width %u: gemm + elementwise.silu_mul\n", d->I);
 }
