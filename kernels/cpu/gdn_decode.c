@@ -48,3 +48,15 @@ static metrale_status decode_fused(const gpu_arg *args) {
 }
 
 metrale_status cpu_k_gdn_decode_fused35(const gpu_arg *args) { return decode_fused(args); }
+
+/* The cluster kernel's op is the fused one; its contract takes only the Qwen head size
+ * with at most two value heads per key head, and so does the oracle. */
+metrale_status cpu_k_gdn_decode_cluster35(const gpu_arg *args) {
+  const uint32_t nk = cpu_arg_u(args, 10), nv = cpu_arg_u(args, 11), dk = cpu_arg_u(args, 12),
+                 dv = cpu_arg_u(args, 13);
+  if (dk != 128 || dv != 128 || nk == 0 || nv % nk != 0 || nv / nk > 2)
+    return METRALE_ERROR(INVALID_ARGUMENT,
+                         "gdn_decode_cluster35: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, "
+                         "nk %u, nv %u)", dk, dv, nk, nv);
+  return decode_fused(args);
+}

@@ -1,5 +1,6 @@
 /* gdn_decode module: one decode token per slot from the input projection's output p to
- * the gated-norm output, in one kernel (kernels.def gdn_decode_fused35).
+ * the gated-norm output, in one kernel (kernels.def gdn_decode_fused35; for small batches
+ * gdn_decode_cluster35, at the end of this file).
  *
  * One block per (token, key head): the r = nv/nk value heads of a key head share its q/k
  * conv channels, so one block owns every conv channel it reads and writes (no race on
@@ -20,6 +21,10 @@
  * Sums over 32 consecutive threads use xor shuffles of distance < 32, which stay inside
  * a 32-lane group on any warp or wavefront width of 32 or more. */
 #include "common.cuh"
+
+#if !defined(__HIPCC__) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+#include <cooperative_groups.h> /* gdn_decode_cluster35: clusters, distributed shared memory */
+#endif
 
 namespace {
 constexpr unsigned kBlock = mk_block("gdn_decode_fused35");
@@ -357,3 +362,195 @@ gdn_decode_fused35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_stat
                kw, eps);
 }
 MK_CHECK(gdn_decode_fused35, gdn_decode);
+
+/* ---- small batches: gdn_decode_cluster35 --------------------------------------------- *
+ * At batch 1 the fused kernel runs 16 blocks, each walking two 64 KiB heads behind a
+ * chain of dependent loads, on a GPU of 132 SMs.  Here a block takes one value head's 32
+ * columns (a [128, 32] slice of S, 16 KiB) and the four blocks of a value head sit in
+ * one thread-block cluster with the other value head of their key head (r <= 2, so a
+ * cluster of 8 holds every block that reads a key head's q/k conv state).  Each block
+ * recomputes the key head's q/k conv and l2norm without storing the conv state; after a
+ * cluster barrier one block of the key head stores it, and the four blocks of a value
+ * head add their parts of the norm's sum of squares through distributed shared memory.
+ *
+ * Same arithmetic as fused_fast, column by column: a column's k.s' and q.s' are summed
+ * over the same 16-row groups in the same order, a 32-column slice is one of the fused
+ * kernel's 32-lane norm groups, and the four group sums are added in the same order, so
+ * y and both states equal the fused kernel's bit for bit.  Only in the sm_90 images
+ * (clusters; and in host passes, which only declare it); elsewhere the row is absent and
+ * the fused kernel runs. */
+#if !defined(__HIPCC__) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+namespace {
+constexpr unsigned kSlices = 4;               /* blocks per value head */
+constexpr unsigned kSliceCols = FD / kSlices; /* 32 columns: one norm group of fused_fast */
+constexpr unsigned kCluster = 8;              /* two value heads' blocks */
+static_assert(kSliceCols == 32 && kGroups * kTileRows == FD, "a lane per column, 16 rows a group");
+
+/* The same conv without the state update, for a state that several blocks read: the
+ * arithmetic of conv_channel exactly (the cluster kernel's results equal the fused
+ * kernel's bit for bit); conv_shift then updates the state. */
+__device__ __forceinline__ float conv_value(float x, const bf16 *__restrict__ wc, const float *st,
+                                            unsigned kw) {
+  if (kw == 4) {
+    float acc = 0.0f;
+    acc += bf16_to_f32(wc[0]) * (st ? st[0] : 0.0f);
+    acc += bf16_to_f32(wc[1]) * (st ? st[1] : 0.0f);
+    acc += bf16_to_f32(wc[2]) * (st ? st[2] : 0.0f);
+    acc += bf16_to_f32(wc[3]) * x;
+    return silu_f(acc);
+  }
+  const unsigned hist = kw - 1;
+  float acc = 0.0f;
+  for (unsigned j = 0; j < hist; j++) acc += bf16_to_f32(wc[j]) * (st ? st[j] : 0.0f);
+  acc += bf16_to_f32(wc[hist]) * x;
+  return silu_f(acc);
+}
+__device__ __forceinline__ void conv_shift(float *st, float x, unsigned kw) {
+  const unsigned hist = kw - 1;
+  for (unsigned j = 0; j + 1 < hist; j++) st[j] = st[j + 1];
+  if (hist) st[hist - 1] = x;
+}
+
+struct slice_smem {
+  float qk[2 * FD];
+  float red[3][kGroups];
+  float kv[kGroups][kSliceCols]; /* per-group partial column sums of k.s' */
+  float qv[kGroups][kSliceCols]; /* and of q.s' */
+  float d[kSliceCols];
+  float ss; /* this block's part of the norm's sum of squares */
+};
+
+__device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
+                                             const float *a_log, const bf16 *dt_bias,
+                                             const bf16 *nw, float *state, const int *slots,
+                                             unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
+                                             unsigned dv, unsigned kw, float eps, slice_smem &sm) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cl = cg::this_cluster();
+  const unsigned tid = threadIdx.x, grp = tid / 32u, lane = tid % 32u;
+  const unsigned unit = blockIdx.x / kSlices, slice = blockIdx.x % kSlices;
+  /* launch-time validation rejects other shapes; every block still meets both barriers */
+  const bool live = dk == FD && dv == FD && nk != 0 && nv % nk == 0 && nv / nk <= 2 && kw != 0 &&
+                    unit < (size_t)bsz * nv;
+  const unsigned col = slice * kSliceCols + lane, r0 = grp * kTileRows;
+  float ob = 0.0f, z = 0.0f, x_qk = 0.0f;
+  float *st_qk = nullptr;
+  bf16 *yh = nullptr;
+  bool shift_qk = false;
+  if (live) {
+    const row_layout L(nk, nv, FD, FD);
+    const unsigned tok = unit / nv, h = unit % nv;
+    const int slot = slots[tok];
+    fused_job j;
+    j.y = y + (size_t)tok * nv * FD;
+    j.row = p + (size_t)tok * L.width();
+    j.cw = cw;
+    j.cs = slot < 0 ? nullptr : cs + (size_t)slot * L.C * (kw - 1); /* slot -1: padding */
+    j.a_log = a_log;
+    j.dt_bias = dt_bias;
+    j.nw = nw;
+    j.S = slot < 0 ? nullptr : state + (size_t)slot * nv * FD * FD;
+    j.kh = h / L.r;
+    j.kw = kw;
+    j.eps = eps;
+    float *Sh = j.S ? j.S + (size_t)h * FD * FD : nullptr;
+
+    float S[kTileRows]; /* rows r0.., column col: in flight during the prelude */
+#pragma unroll
+    for (unsigned i = 0; i < kTileRows; i++) S[i] = Sh ? Sh[(size_t)(r0 + i) * FD + col] : 0.0f;
+
+    { /* conv of the key head's q (threads 0..127) and k (128..255) channels, state kept */
+      const unsigned i = tid % FD;
+      const bool is_k = tid >= FD;
+      const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * FD + i;
+      x_qk = j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + i];
+      st_qk = conv_state_of(j, ch);
+      sm.qk[tid] = conv_value(x_qk, j.cw + ch * kw, st_qk, kw);
+      shift_qk = slice == 0 && h % L.r == 0 && st_qk; /* one block per key head stores it */
+    }
+    __syncthreads();
+    float sq, sk, qk; /* l2norm, as fused_fast */
+    {
+      const float q = tid < FD ? sm.qk[tid] : 0.0f, k = tid < FD ? sm.qk[FD + tid] : 0.0f;
+      float a = group_sum(q * q), b = group_sum(k * k), c = group_sum(q * k);
+      if (lane == 0) sm.red[0][grp] = a, sm.red[1][grp] = b, sm.red[2][grp] = c;
+      __syncthreads();
+      a = b = c = 0.0f;
+#pragma unroll
+      for (unsigned g = 0; g < kGroups; g++) a += sm.red[0][g], b += sm.red[1][g], c += sm.red[2][g];
+      sq = 1.0f / sqrtf(a + 1e-6f) * (1.0f / sqrtf((float)FD));
+      sk = 1.0f / sqrtf(b + 1e-6f);
+      qk = c * sq * sk;
+      sm.qk[tid] *= tid < FD ? sq : sk;
+    }
+    __syncthreads();
+
+    float g, beta;
+    head_gates(j, L, h, &g, &beta);
+    const float decay = expf(g);
+    float v = 0.0f;
+    if (tid < kSliceCols) { /* column col of this head: its v (conv, own channel) and z */
+      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + col;
+      v = conv_channel(j.row[L.v(h) + col], j.cw + ch * kw, conv_state_of(j, ch), kw);
+      z = j.row[L.z(h) + col];
+    }
+    float kv = 0.0f, qv = 0.0f;
+#pragma unroll
+    for (unsigned i = 0; i < kTileRows; i++) {
+      S[i] = S[i] * decay;
+      kv = fmaf(sm.qk[FD + r0 + i], S[i], kv);
+      qv = fmaf(sm.qk[r0 + i], S[i], qv);
+    }
+    sm.kv[grp][lane] = kv;
+    sm.qv[grp][lane] = qv;
+    __syncthreads();
+    if (tid < kSliceCols) {
+      float kvs = 0.0f, qvs = 0.0f;
+#pragma unroll
+      for (unsigned gi = 0; gi < kGroups; gi++) kvs += sm.kv[gi][tid], qvs += sm.qv[gi][tid];
+      const float d = beta * (v - kvs);
+      sm.d[tid] = d;
+      ob = round_bf16(fmaf(qk, d, qvs)); /* o, stored as bf16 by the chain */
+    }
+    const float ss = group_sum(ob * ob);
+    if (tid == 0) sm.ss = ss;
+    __syncthreads();
+    const float d = sm.d[lane];
+#pragma unroll
+    for (unsigned i = 0; i < kTileRows; i++) {
+      S[i] = fmaf(sm.qk[FD + r0 + i], d, S[i]);
+      if (Sh) Sh[(size_t)(r0 + i) * FD + col] = S[i];
+    }
+    yh = j.y + (size_t)h * FD;
+  }
+  cl.sync(); /* every block has read the q/k conv state and left its sum of squares */
+  if (live) {
+    if (tid < kSliceCols) {
+      const unsigned first = cl.block_rank() - slice; /* the value head's four blocks */
+      float tot = 0.0f;
+#pragma unroll
+      for (unsigned s = 0; s < kSlices; s++) tot += *cl.map_shared_rank(&sm.ss, first + s);
+      const float inv = 1.0f / sqrtf(tot / (float)FD + eps);
+      const float normed = round_bf16(ob * inv);
+      yh[col] = f32_to_bf16(normed * bf16_to_f32(nw[col]) * silu_f(z));
+    }
+    if (shift_qk) conv_shift(st_qk, x_qk, kw);
+  }
+  cl.sync(); /* keeps each block's sum alive until the others have read it */
+}
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_cluster35"))
+__cluster_dims__(kCluster, 1, 1)
+gdn_decode_cluster35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state,
+                     const float *a_log, const bf16 *dt_bias, const bf16 *norm_w, float *state,
+                     const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
+                     unsigned dv, unsigned kw, float eps) {
+  __shared__ slice_smem sm;
+  mk_allow_next();
+  slice_decode(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk,
+               dv, kw, eps, sm);
+}
+MK_CHECK(gdn_decode_cluster35, gdn_decode);
+static_assert(mk_block("gdn_decode_cluster35") == kBlock, "the slice mapping assumes blocks of 256");
+#endif

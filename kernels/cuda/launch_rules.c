@@ -34,6 +34,12 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
       u32_arg(info, args, "dk") > CUDA_MAX_DK)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u is above the %u the cuda kernels support", k,
                          u32_arg(info, args, "dk"), CUDA_MAX_DK);
+  if (strcmp(k, "gdn_decode_cluster35") == 0) {
+    uint32_t nk = u32_arg(info, args, "nk"), nv = u32_arg(info, args, "nv");
+    if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128 || nv > 2 * nk)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, "
+                           "nk %u, nv %u)", k, u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
+  }
   if (has(info, "kw") && u32_arg(info, args, "kw") == 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: kw must be >= 1", k);
   if (strcmp(k, "moe_topk") == 0 && has(info, "e") && u32_arg(info, args, "e") == 0 && u32_arg(info, args, "t") != 0)

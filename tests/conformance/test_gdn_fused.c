@@ -116,6 +116,12 @@ static void ref_token(double *y, double *conv_ref, double *state_ref, const floa
   free(mixed), free(qkv), free(S), free(o);
 }
 
+/* grid.x of the kernel (kernels.def) */
+static uint32_t grid_of(metrale_kernel_id id, const fshape *s, uint32_t bsz) {
+  if (id == METRALE_K_gdn_decode_cluster35) return 8 * ((bsz * s->nv + 1) / 2);
+  return bsz * s->nk;
+}
+
 static void run_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const fshape *s,
                      uint32_t bsz, uint32_t n_slots) {
   const size_t c = 2 * (size_t)s->nk * s->dk + (size_t)s->nv * s->dv, vw = (size_t)s->nv * s->dv;
@@ -146,7 +152,7 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const f
   }
 
   cf_launch l;
-  cf_launch_init(&l, id, (gpu_dim3){bsz * s->nk, 1, 1});
+  cf_launch_init(&l, id, (gpu_dim3){grid_of(id, s, bsz), 1, 1});
   int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16);
   int bp = cf_buf_add(&l, "p", CF_F32, CF_IN, np, p, 0);
   int bcw = cf_buf_add(&l, "conv_w", CF_BF16, CF_IN, c * s->kw, cw, 0);
@@ -186,12 +192,12 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const f
   free(slots), free(y_ref), free(conv_ref), free(state_ref);
 }
 
-static void run_all(metrale_kernel_id id) {
+static void run_shapes(metrale_kernel_id id, const fshape *list, size_t n) {
   CF_BEGIN(ctx, kern, id);
   static const uint32_t batches[] = {1, 3, 5};
-  for (size_t si = 0; si < NSHAPES; si++)
+  for (size_t si = 0; si < n; si++)
     for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
-      const fshape *s = &shapes[si];
+      const fshape *s = &list[si];
       snprintf(ctx.shape, sizeof ctx.shape, "B=%u nk=%u nv=%u dk=%u dv=%u K=%u", batches[bi], s->nk,
                s->nv, s->dk, s->dv, s->kw);
       run_case(&ctx, kern, id, s, batches[bi], batches[bi] + 2);
@@ -199,4 +205,41 @@ static void run_all(metrale_kernel_id id) {
   cf_close(&ctx);
 }
 
-Test(gdn_decode, gdn_decode_fused35) { run_all(METRALE_K_gdn_decode_fused35); }
+Test(gdn_decode, gdn_decode_fused35) { run_shapes(METRALE_K_gdn_decode_fused35, shapes, NSHAPES); }
+
+/* The cluster kernel takes dk = dv = 128 with r = 1 or 2: r = 1 with an odd nv and an odd
+ * batch leaves the last cluster half empty; r = 2 puts a key head's two value heads in one
+ * cluster; conv widths 4 (the unrolled path), 3 and 2. */
+static const fshape cluster_shapes[] = {{2, 4, 128, 128, 4}, {1, 1, 128, 128, 4}, {3, 3, 128, 128, 3},
+                                        {3, 6, 128, 128, 2}, {1, 2, 128, 128, 4}};
+
+Test(gdn_decode, gdn_decode_cluster35) {
+  run_shapes(METRALE_K_gdn_decode_cluster35, cluster_shapes, sizeof cluster_shapes / sizeof cluster_shapes[0]);
+}
+
+/* Other head sizes and r > 2 are an invalid argument, not a launch that computes something
+ * else.  No argument points at memory: a launch that went ahead would crash the test. */
+Test(gdn_decode, gdn_decode_cluster35_rejects_other_shapes) {
+  CF_BEGIN(ctx, kern, METRALE_K_gdn_decode_cluster35);
+  static const fshape bad[] = {{1, 1, 96, 128, 4}, {1, 1, 128, 64, 4}, {1, 3, 128, 128, 4}, {2, 8, 128, 128, 4}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const fshape *s = &bad[i];
+    snprintf(ctx.shape, sizeof ctx.shape, "nk=%u nv=%u dk=%u dv=%u", s->nk, s->nv, s->dk, s->dv);
+    gpu_arg args[16];
+    for (int a = 0; a < 9; a++) args[a] = gpu_arg_ptr(0);
+    args[9] = gpu_arg_u32(1);
+    args[10] = gpu_arg_u32(s->nk);
+    args[11] = gpu_arg_u32(s->nv);
+    args[12] = gpu_arg_u32(s->dk);
+    args[13] = gpu_arg_u32(s->dv);
+    args[14] = gpu_arg_u32(s->kw);
+    args[15] = gpu_arg_f32(eps);
+    metrale_status st = metrale_launch(ctx.dev, METRALE_K_gdn_decode_cluster35, kern,
+                                       (gpu_dim3){grid_of(METRALE_K_gdn_decode_cluster35, s, 1), 1, 1},
+                                       NULL, args, 16);
+    CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "expected INVALID_ARGUMENT, got %s",
+              metrale_code_name(metrale_status_code(st)));
+    metrale_status_free(st);
+  }
+  cf_close(&ctx);
+}

@@ -293,6 +293,24 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
 
 int metrale_ops_has_gdn_decode_fused(const metrale_ops *o) { return o->k[METRALE_K_gdn_decode_fused35] != 0; }
 
+/* Up to this batch the cluster kernel (a block per 32 columns of a value head) runs the
+ * decode; above it the fused kernel's block per key head streams the state faster
+ * (docs/perf-decode.md, section 9). */
+#define DECODE_CLUSTER_MAX_BATCH 4u
+
+static int decode_cluster_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv,
+                               uint32_t dk, uint32_t dv) {
+  return o->k[METRALE_K_gdn_decode_cluster35] && bsz <= DECODE_CLUSTER_MAX_BATCH && dk == 128 &&
+         dv == 128 && nk != 0 && nv % nk == 0 && nv <= 2 * nk;
+}
+
+const char *metrale_ops_gdn_decode_path(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv,
+                                        uint32_t dk, uint32_t dv) {
+  if (decode_cluster_fits(o, bsz, nk, nv, dk, dv)) return "gdn_decode.gdn_decode_cluster35";
+  if (metrale_ops_has_gdn_decode_fused(o)) return "gdn_decode.gdn_decode_fused35";
+  return NULL;
+}
+
 metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr y,
                                    gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,
@@ -302,6 +320,10 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
     return METRALE_ERROR(NOT_FOUND, "the backend has no fused decode kernel");
   if ((uint64_t)bsz * nk > UINT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u with %u key heads", bsz, nk);
+  if (decode_cluster_fits(o, bsz, nk, nv, dk, dv))
+    LAUNCH(o, st, gdn_decode_cluster35, 8 * CEIL_DIV((uint64_t)bsz * nv, 2), 1, P(y), P(p), P(conv_w),
+           P(conv_state), P(a_log), P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv),
+           U(dk), U(dv), U(kw), F(eps));
   LAUNCH(o, st, gdn_decode_fused35, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
          P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
 }
