@@ -124,6 +124,26 @@ struct fused_job {
   float eps;
 };
 
+/* The job of token tok (its slot: -1 is padding, zero state, nothing stored) and key head kh. */
+__device__ __forceinline__ fused_job job_of(bf16 *y, const float *p, const bf16 *cw, float *cs,
+                                            const float *a_log, const bf16 *dt_bias, const bf16 *nw,
+                                            float *state, int slot, unsigned tok, unsigned kh,
+                                            const row_layout &L, unsigned kw, float eps) {
+  fused_job j;
+  j.y = y + (size_t)tok * L.nv * L.dv;
+  j.row = p + (size_t)tok * L.width();
+  j.cw = cw;
+  j.cs = slot < 0 ? nullptr : cs + (size_t)slot * L.C * (kw - 1);
+  j.a_log = a_log;
+  j.dt_bias = dt_bias;
+  j.nw = nw;
+  j.S = slot < 0 ? nullptr : state + (size_t)slot * L.nv * L.dk * L.dv;
+  j.kh = kh;
+  j.kw = kw;
+  j.eps = eps;
+  return j;
+}
+
 __device__ __forceinline__ float *conv_state_of(const fused_job &j, size_t ch) {
   return j.cs ? j.cs + ch * (j.kw - 1) : nullptr;
 }
@@ -326,19 +346,8 @@ __device__ __forceinline__ void fused_decode(bf16 *y, const float *p, const bf16
   if (blockIdx.x >= (size_t)bsz * nk) return;
   const row_layout L(nk, nv, dk, dv);
   const unsigned tok = blockIdx.x / nk;
-  const int slot = slots[tok];
-  fused_job j;
-  j.y = y + (size_t)tok * nv * dv;
-  j.row = p + (size_t)tok * L.width();
-  j.cw = cw;
-  j.cs = slot < 0 ? nullptr : cs + (size_t)slot * L.C * (kw - 1); /* slot -1: padding */
-  j.a_log = a_log;
-  j.dt_bias = dt_bias;
-  j.nw = nw;
-  j.S = slot < 0 ? nullptr : state + (size_t)slot * nv * dk * dv;
-  j.kh = blockIdx.x % nk;
-  j.kw = kw;
-  j.eps = eps;
+  const fused_job j = job_of(y, p, cw, cs, a_log, dt_bias, nw, state, slots[tok], tok, blockIdx.x % nk, L,
+                             kw, eps);
   /* one shared-memory block for whichever path runs */
   __shared__ __align__(16) unsigned char smem[sizeof(fast_smem) > sizeof(general_smem)
                                                   ? sizeof(fast_smem)
@@ -440,25 +449,24 @@ __device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16
   if (live) {
     const row_layout L(nk, nv, FD, FD);
     const unsigned tok = unit / nv, h = unit % nv;
-    const int slot = slots[tok];
-    fused_job j;
-    j.y = y + (size_t)tok * nv * FD;
-    j.row = p + (size_t)tok * L.width();
-    j.cw = cw;
-    j.cs = slot < 0 ? nullptr : cs + (size_t)slot * L.C * (kw - 1); /* slot -1: padding */
-    j.a_log = a_log;
-    j.dt_bias = dt_bias;
-    j.nw = nw;
-    j.S = slot < 0 ? nullptr : state + (size_t)slot * nv * FD * FD;
-    j.kh = h / L.r;
-    j.kw = kw;
-    j.eps = eps;
+    const fused_job j = job_of(y, p, cw, cs, a_log, dt_bias, nw, state, slots[tok], tok, h / L.r, L, kw, eps);
     float *Sh = j.S ? j.S + (size_t)h * FD * FD : nullptr;
 
     float S[kTileRows]; /* rows r0.., column col: in flight during the prelude */
 #pragma unroll
     for (unsigned i = 0; i < kTileRows; i++) S[i] = Sh ? Sh[(size_t)(r0 + i) * FD + col] : 0.0f;
 
+    /* the head's gates, and column col's v (conv, this block's own channel) and z: they
+     * need nothing of the q/k prelude, so their loads go out with the state's */
+    float g, beta;
+    head_gates(j, L, h, &g, &beta);
+    const float decay = expf(g);
+    float v = 0.0f;
+    if (tid < kSliceCols) {
+      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + col;
+      v = conv_channel(j.row[L.v(h) + col], j.cw + ch * kw, conv_state_of(j, ch), kw);
+      z = j.row[L.z(h) + col];
+    }
     { /* conv of the key head's q (threads 0..127) and k (128..255) channels, state kept */
       const unsigned i = tid % FD;
       const bool is_k = tid >= FD;
@@ -485,15 +493,6 @@ __device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16
     }
     __syncthreads();
 
-    float g, beta;
-    head_gates(j, L, h, &g, &beta);
-    const float decay = expf(g);
-    float v = 0.0f;
-    if (tid < kSliceCols) { /* column col of this head: its v (conv, own channel) and z */
-      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + col;
-      v = conv_channel(j.row[L.v(h) + col], j.cw + ch * kw, conv_state_of(j, ch), kw);
-      z = j.row[L.z(h) + col];
-    }
     float kv = 0.0f, qv = 0.0f;
 #pragma unroll
     for (unsigned i = 0; i < kTileRows; i++) {
