@@ -224,26 +224,17 @@ __device__ __forceinline__ void store2(void *y, unsigned N, unsigned row, unsign
  * adds rows [r*BM/SPLIT, (r+1)*BM/SPLIT) of all SPLIT partials, always in rank order 0, 1,
  * ..., through distributed shared memory, so the result does not depend on timing.  A
  * second cluster barrier keeps every partial alive until all blocks have read it. */
-template <unsigned BM, unsigned BN, unsigned MI, unsigned NI, unsigned SPLIT, bool F32_OUT>
-__device__ __forceinline__ void split_reduce(void *y, unsigned char *smem, const float (&acc)[MI][NI][4],
-                                             unsigned M, unsigned N, unsigned m0, unsigned n0) {
-  constexpr unsigned WTM = BM / 4, WTN = BN / 2, LD = BN + 4; /* +4: 8-byte stores spread over banks */
-  constexpr unsigned ROWS = BM / SPLIT, VECS = ROWS * BN / 4;
+__host__ __device__ constexpr unsigned split_ld(unsigned BN) { return BN + 4; } /* +4: 8-byte stores spread over banks */
+
+/* The sum and store once every block of the cluster has left its partial tile [BM, BN]
+ * (row stride split_ld(BN)) in `part`. */
+template <unsigned BM, unsigned BN, unsigned SPLIT, bool F32_OUT>
+__device__ __forceinline__ void split_sum(void *y, float *part, unsigned M, unsigned N, unsigned m0,
+                                          unsigned n0) {
+  constexpr unsigned LD = split_ld(BN), ROWS = BM / SPLIT, VECS = ROWS * BN / 4;
   static_assert(BM % SPLIT == 0 && VECS % kBlock == 0, "whole float4s per thread");
   namespace cg = cooperative_groups;
   cg::cluster_group cl = cg::this_cluster();
-  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u, wm = warp >> 1, wn = warp & 1u;
-  const unsigned g = lane >> 2, t = lane & 3u;
-  float *part = reinterpret_cast<float *>(smem);
-  __syncthreads(); /* the ring's last stage has been read by every warp */
-#pragma unroll
-  for (unsigned mi = 0; mi < MI; mi++)
-#pragma unroll
-    for (unsigned ni = 0; ni < NI; ni++) {
-      const unsigned r = wm * WTM + mi * 16 + g, c = wn * WTN + ni * 8 + 2 * t;
-      *reinterpret_cast<float2 *>(part + r * LD + c) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
-      *reinterpret_cast<float2 *>(part + (r + 8) * LD + c) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
-    }
   cl.sync();
   const unsigned rank = cl.block_rank();
   const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
@@ -266,6 +257,26 @@ __device__ __forceinline__ void split_reduce(void *y, unsigned char *smem, const
     }
   }
   cl.sync();
+}
+
+/* The 64x64 (mma.sync) tile's accumulators as the partial tile, then split_sum. */
+template <unsigned BM, unsigned BN, unsigned MI, unsigned NI, unsigned SPLIT, bool F32_OUT>
+__device__ __forceinline__ void split_reduce(void *y, unsigned char *smem, const float (&acc)[MI][NI][4],
+                                             unsigned M, unsigned N, unsigned m0, unsigned n0) {
+  constexpr unsigned WTM = BM / 4, WTN = BN / 2, LD = split_ld(BN);
+  const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u, wm = warp >> 1, wn = warp & 1u;
+  const unsigned g = lane >> 2, t = lane & 3u;
+  float *part = reinterpret_cast<float *>(smem);
+  __syncthreads(); /* the ring's last stage has been read by every warp */
+#pragma unroll
+  for (unsigned mi = 0; mi < MI; mi++)
+#pragma unroll
+    for (unsigned ni = 0; ni < NI; ni++) {
+      const unsigned r = wm * WTM + mi * 16 + g, c = wn * WTN + ni * 8 + 2 * t;
+      *reinterpret_cast<float2 *>(part + r * LD + c) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2 *>(part + (r + 8) * LD + c) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  split_sum<BM, BN, SPLIT, F32_OUT>(y, part, M, N, m0, n0);
 }
 #endif
 
@@ -731,6 +742,27 @@ static_assert(mk_block("gemm_bf16_t128") == kBlock && mk_block("gemm_f32in_t128"
 constexpr unsigned kSplitK = 4;
 #define MK_KERNEL_SPLITK(name) \
   extern "C" __global__ void __launch_bounds__(mk_block(#name)) __cluster_dims__(1, 1, kSplitK) name
+
+/* Split K on the 128x128 wgmma tile (kernels.def gemm_bf16_t128_splitk): grid
+ * (ceil(N/128), ceil(M/128), 8), the 8 blocks of a tile one cluster, the ring then the
+ * partial tile in the launch's dynamic shared memory.  For a few hundred rows: out_proj at
+ * decode batch 256 has 32 such tiles.  (The f32-x form, in_proj with 4 slices, was slower
+ * than whole-K tiles: docs/perf-gemm.md.) */
+#if MK_GEMM_WGMMA
+constexpr unsigned kT128SplitBf16 = 8;
+static_assert(mk_shared("gemm_bf16_t128_splitk") == 128u * tc::split_ld(128) * 4u + 1024u &&
+                  128u * tc::split_ld(128) * 4u >= kT128StagesBf16 * 128u * (64u + 64u),
+              "kernels.def METRALE_KERNEL_SHARED row: the ring, then the partial tile, plus 1 KiB of "
+              "alignment");
+
+extern "C" __global__ void __launch_bounds__(mk_block("gemm_bf16_t128_splitk"), 2)
+__cluster_dims__(1, 1, kT128SplitBf16)
+gemm_bf16_t128_splitk(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  wg::gemm_tile_wg<kT128StagesBf16, bf16, false, kT128SplitBf16>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_bf16_t128_splitk, gemm);
+static_assert(mk_block("gemm_bf16_t128_splitk") == kBlock, "the tile mapping assumes 256 threads");
+#endif
 
 MK_KERNEL_SPLITK(gemm_bf16_splitk)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,
                                    unsigned k) {

@@ -63,8 +63,10 @@ struct mma_n128 {
 
 /* 128x128 tile, two warpgroups of 64 rows each, m64n128k16 per k16 step; the stages are
  * those of tc::gemm_tile, in the launch's dynamic shared memory.  bf16 x: A from shared
- * memory; f32 x: A split into hi and lo in registers (two MMAs). */
-template <unsigned STAGES, typename XT, bool F32_OUT>
+ * memory; f32 x: A split into hi and lo in registers (two MMAs).  SPLIT > 1: the SPLIT
+ * blocks of a cluster (1, 1, SPLIT) share the tile, block z a slice of the k steps, and
+ * add their partial tiles in rank order (tc::split_sum). */
+template <unsigned STAGES, typename XT, bool F32_OUT, unsigned SPLIT = 1>
 __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
                                              const bf16 *__restrict__ w, unsigned M, unsigned N,
                                              unsigned K) {
@@ -82,6 +84,9 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
   const unsigned lane = threadIdx.x % 32u, wgi = threadIdx.x / 128u, wq = (threadIdx.x / 32u) % 4u;
   const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
   const unsigned KT = (K + BK - 1) / BK;
+  /* this block's k steps [kt0, kt0 + NT): all of them unless K is split */
+  const unsigned kt0 = SPLIT > 1 ? (unsigned)((uint64_t)KT * blockIdx.z / SPLIT) : 0u;
+  const unsigned NT = SPLIT > 1 ? (unsigned)((uint64_t)KT * (blockIdx.z + 1) / SPLIT) - kt0 : KT;
   const uint32_t s0 = dyn_smem_base();
 
   float acc[64];
@@ -90,22 +95,22 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
 
 #pragma unroll
   for (unsigned s = 0; s + 1 < STAGES; s++) {
-    if (s < KT) {
-      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, s * BK, vx);
-      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, s * BK, vw);
+    if (s < NT) {
+      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, (kt0 + s) * BK, vx);
+      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, (kt0 + s) * BK, vw);
     }
     cp_commit();
   }
 
-  for (unsigned kt = 0; kt < KT; kt++) {
+  for (unsigned kt = 0; kt < NT; kt++) {
     cp_wait<STAGES - 2>();
     fence_proxy_async(); /* the tensor cores read what this thread's copies wrote */
     __syncthreads();     /* also: every warpgroup finished with stage kt-1 (wait0 below) */
     const unsigned nk = kt + STAGES - 1;
-    if (nk < KT) {
+    if (nk < NT) {
       const uint32_t sn = s0 + (nk % STAGES) * STAGE;
-      load_tile<BM>(sn, x, M, K, m0, nk * BK, vx);
-      load_tile<BN>(sn + A_BYTES, w, N, K, n0, nk * BK, vw);
+      load_tile<BM>(sn, x, M, K, m0, (kt0 + nk) * BK, vx);
+      load_tile<BN>(sn + A_BYTES, w, N, K, n0, (kt0 + nk) * BK, vw);
     }
     cp_commit();
 
@@ -144,8 +149,22 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
   }
   cp_wait<0>();
 
-  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
   const unsigned g = lane >> 2, t = lane & 3u;
+  if constexpr (SPLIT > 1) { /* the partial tile over the ring, then the cluster's sum */
+    constexpr unsigned LD = split_ld(BN);
+    float *part = reinterpret_cast<float *>(gemm_dyn_smem + (s0 - smem_addr(gemm_dyn_smem)));
+    __syncthreads(); /* every warpgroup's MMAs (waited for) and copies are done with the ring */
+    const unsigned r = wgi * 64u + wq * 16u + g;
+#pragma unroll
+    for (unsigned j = 0; j < 16; j++) {
+      const unsigned c = j * 8 + 2 * t;
+      *reinterpret_cast<float2 *>(part + r * LD + c) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<float2 *>(part + (r + 8) * LD + c) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    split_sum<BM, BN, SPLIT, F32_OUT>(y, part, M, N, m0, n0);
+    return;
+  }
+  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
   const unsigned row = m0 + wgi * 64u + wq * 16u + g;
 #pragma unroll
   for (unsigned j = 0; j < 16; j++) {

@@ -20,6 +20,10 @@ static const mnk t128_shapes[] = {{1, 1, 1},     {5, 129, 7},     {64, 65, 64}, 
  * and unaligned K, partial tiles, a long K as out_proj's. */
 static const mnk splitk_shapes[] = {{1, 1, 1},       {5, 129, 7},      {17, 70, 130},  {64, 65, 64},
                                     {70, 5, 33},     {130, 257, 1000}, {33, 64, 4097}, {256, 200, 4096}};
+/* split K on 128x128 tiles (8 slices): K of fewer steps than slices, odd and unaligned K,
+ * partial tiles in M and N, out_proj at decode batch 256 */
+static const mnk t128_splitk_shapes[] = {{1, 1, 1},       {5, 129, 7},      {130, 257, 1000}, {129, 3, 33},
+                                         {200, 130, 4097}, {256, 2048, 4096}, {256, 300, 2048}};
 /* including long rows at M = 1 (K = 4104, 6152: the 8-load path and its tail) and M = 4 at
  * out_proj's K */
 static const mnk gemv_shapes[] = {{1, 1, 1},    {1, 7, 129},   {2, 8, 1000},   {3, 129, 64},
@@ -132,6 +136,11 @@ Test(gemm, gemm_bf16_t128) {
 
 Test(gemm, gemm_f32in_t128) {
   run_gemm_x(METRALE_K_gemm_f32in_t128, t128_shapes, sizeof t128_shapes / sizeof t128_shapes[0], 1, 1, 128);
+}
+
+Test(gemm, gemm_bf16_t128_splitk) {
+  run_gemm_xz(METRALE_K_gemm_bf16_t128_splitk, t128_splitk_shapes,
+              sizeof t128_splitk_shapes / sizeof t128_splitk_shapes[0], 0, 0, 128, 8);
 }
 
 Test(gemm, gemm_bf16_splitk) {

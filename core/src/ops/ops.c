@@ -38,19 +38,33 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by up to four kernels: a gemv for decode (M <= 16), 128x128
- * tiles when there are enough of them to fill the GPU, 64x64 tiles with K split in 4 when
- * there are few of them, and the 64x64-tile kernel. */
+/* One GEMM contract served by up to five kernels: a gemv for decode (M <= 16), 128x128
+ * tiles when there are enough of them to fill the GPU, 128x128 tiles with K split over a
+ * cluster for a few hundred rows, 64x64 tiles with K split in 4 when there are few of
+ * them, and the 64x64-tile kernel. */
 typedef struct gemm_family {
-  metrale_kernel_id gemv, t128, splitk, tile; /* METRALE_K_COUNT: the family has none */
+  metrale_kernel_id gemv, t128, t128_splitk, splitk, tile; /* METRALE_K_COUNT: none */
+  uint32_t t128_slices;                                    /* grid.z of t128_splitk */
 } gemm_family;
 
-static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16, METRALE_K_gemm_bf16_t128, METRALE_K_gemm_bf16_splitk,
-                                      METRALE_K_gemm_bf16};
+static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_t128,
+                                      METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk,
+                                      METRALE_K_gemm_bf16,          8};
 static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
-                                          METRALE_K_gemm_bf16_f32};
-static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t128, METRALE_K_gemm_f32in_splitk,
-                                       METRALE_K_gemm_f32in};
+                                          METRALE_K_COUNT,         METRALE_K_gemm_bf16_f32, 0};
+static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t128, METRALE_K_COUNT,
+                                       METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in, 0};
+
+/* Split K on the 128x128 tiles for M > 64 while tiles x slices make at most three waves of
+ * two blocks an SM: out_proj at decode batch 256 (32 tiles) 36.6 us on the 64x64 split, 29.7
+ * on this.  f32 x has no such kernel: in_proj at batch 256 (194 tiles, 4 slices) took 94 us
+ * against 77.7 on whole-K tiles (docs/perf-gemm.md). */
+static int use_t128_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
+  if (f->t128_splitk == METRALE_K_COUNT || !o->k[f->t128_splitk] || m <= 64 || n < 128 || k < 1024)
+    return 0;
+  const uint64_t blocks = (uint64_t)CEIL_DIV(m, 128) * CEIL_DIV(n, 128) * f->t128_slices;
+  return blocks <= 6u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
+}
 
 #define SPLITK 4u /* kernels.def gemm_*_splitk: K slices, grid.z */
 /* Split K pays while the 64x64 tiles are few, so that each walks a long K with most SMs
@@ -71,6 +85,7 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
 static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
                                    uint32_t k) {
   if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
+  if (n && k && use_t128_splitk(o, f, m, n, k)) return f->t128_splitk;
   if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
   if (use_splitk(o, f, m, n, k)) return f->splitk;
   return f->tile;
@@ -145,8 +160,9 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
   gpu_dim3 grid = {CEIL_DIV(n, 8), 1, 1};
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-    const uint32_t tile = id == f->t128 ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, tile), CEIL_DIV(m, tile), id == f->splitk ? SPLITK : 1u};
+    const uint32_t tile = id == f->t128 || id == f->t128_splitk ? 128u : 64u;
+    grid = (gpu_dim3){CEIL_DIV(n, tile), CEIL_DIV(m, tile),
+                      id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices : 1u};
   }
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
   return metrale_launch(o->dev, id, o->k[id], grid, st, args, 6);

@@ -97,6 +97,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_gemm_f32_path(o, 1u << 20));
   fprintf(out, "  other projections:             gemm.%s / gemm.%s\n", metrale_ops_gemm_path(o, 1),
           metrale_ops_gemm_path(o, 1u << 20));
+  fprintf(out, "  bf16 GEMMs of 65+ rows, few 128x128 tiles: gemm.%s\n",
+          metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk));
   fprintf(out, "  GEMMs of <= 200 64x64 tiles:   gemm.%s / gemm.%s\n",
           metrale_ops_kernel_or(o, METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in),
           metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_splitk, METRALE_K_gemm_bf16));
