@@ -343,6 +343,7 @@ __device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, unsigned nsk
   }
 }
 
+template <unsigned KQ>
 __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
                                            const float *beta, const int *cu, float *wsf,
                                            const shape &p) {
@@ -400,7 +401,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     if (l.tid == 0) rec[kRecG] = __float_as_uint(expf(gs[kCh - 1]));
   }
 
-  /* Warp w: rows 16w..16w+15 of K K^T and Q K^T, column tiles up to the diagonal; four k
+  /* Warp w: rows 16w..16w+15 of K K^T and Q K^T, column tiles up to the diagonal; KQ k
    * steps per iteration, their loads issued together. */
   const unsigned ra = 16 * l.w + l.g, rb = ra + 8;
   const unsigned ntiles = 2 * l.w + 2;
@@ -411,10 +412,10 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     for (unsigned e = 0; e < 4; e++) kk[nt][e] = qk[nt][e] = 0.0f;
   const unsigned nks = p.dk / 8;
 #pragma unroll 1
-  for (unsigned k0 = 0; k0 < nks; k0 += 4) {
-    float2 ka[4], kb[4], qa[4], qb[4], kn[4][8];
+  for (unsigned k0 = 0; k0 < nks; k0 += KQ) {
+    float2 ka[KQ], kb[KQ], qa[KQ], qb[KQ], kn[KQ][8];
 #pragma unroll
-    for (unsigned q = 0; q < 4; q++) {
+    for (unsigned q = 0; q < KQ; q++) {
       const bool ok = k0 + q < nks;
       const unsigned col = 8 * (k0 + q) + 2 * l.t;
       ka[q] = ld2_if(ok && ra < L, K + ra * p.C + col);
@@ -426,7 +427,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         kn[q][nt] = ld2_if(ok && nt < ntiles && 8 * nt + l.g < L, K + (8 * nt + l.g) * p.C + col);
     }
 #pragma unroll
-    for (unsigned q = 0; q < 4; q++) {
+    for (unsigned q = 0; q < KQ; q++) {
       if (k0 + q < nks) {
         const float ak[4] = {ka[q].x, kb[q].x, ka[q].y, kb[q].y};
         const float aq[4] = {qa[q].x, qb[q].x, qa[q].y, qb[q].y};
@@ -788,17 +789,14 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
         }
   }
 }
-}  // namespace
 
-/* The wrapper launches only shapes the contract allows; anything else does nothing.
- * Two blocks per multiprocessor (255 registers): phase 1 with 16 columns runs 256 blocks
- * at one sequence of the a3b shape. */
-extern "C" __global__ void __launch_bounds__(kBlock, 2)
-delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g,
-                                      const float *beta, float *state, const int *cu_seqlens,
-                                      const int *slots, float *ws, unsigned s, unsigned nk,
-                                      unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
-  __shared__ __align__(16) float sm[kSmem];
+/* Both kernels' body: the wrapper launches only shapes the contract allows; anything else
+ * does nothing.  KQ: k steps of K K^T / Q K^T whose loads phase 0 issues together. */
+template <unsigned KQ>
+__device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qkv, const float *g,
+                                             const float *beta, float *state, const int *cu_seqlens,
+                                             const int *slots, float *ws, unsigned s, unsigned nk,
+                                             unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
   if (s == 0 || nk == 0 || nv < nk || nv % nk != 0 || dk == 0 || dk > kDk || dk % 8 != 0 ||
       dv == 0 || dv > kDv || dv % 8 != 0 || (reinterpret_cast<uintptr_t>(ws) & 15) != 0)
     return;
@@ -810,7 +808,7 @@ delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g,
   p.dv = dv;
   p.C = 2 * (size_t)nk * dk + (size_t)nv * dv;
   if (phase == 0) {
-    prep_chunk(sm, qkv, g, beta, cu_seqlens, ws, p);
+    prep_chunk<KQ>(sm, qkv, g, beta, cu_seqlens, ws, p);
   } else if (phase == 1) { /* 16 or 32 value columns a block, told apart by the grid */
     if (gridDim.x == s * nv * ((dv + 15) / 16))
       scan_chunks<2>(sm, o, state, cu_seqlens, slots, ws, p);
@@ -818,6 +816,32 @@ delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g,
       scan_chunks<4>(sm, o, state, cu_seqlens, slots, ws, p);
   }
 }
+}  // namespace
+
+/* Two blocks per multiprocessor (255 registers): phase 1 with 16 columns runs 256 blocks at
+ * one sequence of the a3b shape, and needs the registers. */
+extern "C" __global__ void __launch_bounds__(kBlock, 2)
+delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g,
+                                      const float *beta, float *state, const int *cu_seqlens,
+                                      const int *slots, float *ws, unsigned s, unsigned nk,
+                                      unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
+  __shared__ __align__(16) float sm[kSmem];
+  chunked_body<4>(sm, o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, phase);
+}
 MK_CHECK(delta_rule_prefill_chunked, gdn_chunked);
+
+/* The same kernel at three blocks per multiprocessor (168 registers): phase 0 (8192 blocks
+ * at 16384 tokens, latency bound) gains warps; phase 1 would spill, so the ops take only
+ * this kernel's phase 0 (the same prep_chunk code, the same workspace records). */
+static_assert(mk_block("delta_rule_prefill_chunked_prep") == kBlock, "one block size for both");
+extern "C" __global__ void __launch_bounds__(kBlock, 3)
+delta_rule_prefill_chunked_prep(bf16 *o, const float *qkv, const float *g,
+                                const float *beta, float *state, const int *cu_seqlens,
+                                const int *slots, float *ws, unsigned s, unsigned nk,
+                                unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
+  __shared__ __align__(16) float sm[kSmem];
+  chunked_body<2>(sm, o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, phase);
+}
+MK_CHECK(delta_rule_prefill_chunked_prep, gdn_chunked);
 
 #endif

@@ -73,6 +73,7 @@ void cf_launch_init(cf_launch *l, metrale_kernel_id id, gpu_dim3 grid) {
   memset(l, 0, sizeof *l);
   l->id = id;
   l->grid = grid;
+  for (size_t p = 0; p < sizeof l->phase_id / sizeof l->phase_id[0]; p++) l->phase_id[p] = id;
 }
 
 int cf_buf_add(cf_launch *l, const char *name, cf_type type, cf_dir dir, size_t count,
@@ -147,11 +148,23 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
     snprintf(what, sizeof what, "%s: launch of %s.%s", label, info->module, info->name);
     for (uint32_t p = 0; p < (l->nphase ? l->nphase : 1); p++) {
       gpu_dim3 grid = l->grid;
+      metrale_kernel_id id = l->id;
+      gpu_kernel k = kernel;
       if (l->nphase) {
         grid = l->phase_grid[p];
         args[l->phase_arg] = gpu_arg_u32(p);
+        if (l->phase_id[p] != l->id) { /* the other kernel of a pair, looked up here */
+          id = l->phase_id[p];
+          k = metrale_try_kernel(dev, id);
+          CF_EXPECT(ctx, k != 0, "%s: phase %u's kernel %s is missing", label, p,
+                    metrale_kernel_info_get(id)->name);
+          if (!k) {
+            ok = 0;
+            goto done;
+          }
+        }
       }
-      CF_CHECK_STATUS(ctx, metrale_launch(dev, l->id, kernel, grid, NULL, args, l->nargs), what);
+      CF_CHECK_STATUS(ctx, metrale_launch(dev, id, k, grid, NULL, args, l->nargs), what);
     }
     CF_CHECK_STATUS(ctx, be->vt->sync(be), what);
   }

@@ -52,9 +52,11 @@ typedef struct cf_launch {
   gpu_arg arg[METRALE_MAX_KERNEL_ARGS];
   /* A kernel whose op is several launches in order (a phase argument): with nphase > 0,
    * cf_run launches it nphase times, launch p with phase_grid[p] and scalar argument
-   * phase_arg set to p, before anything is checked. */
+   * phase_arg set to p, before anything is checked; launch p runs kernel phase_id[p]
+   * (cf_launch_init sets them all to id; a kernel whose phases pair with another's). */
   uint32_t nphase, phase_arg;
   gpu_dim3 phase_grid[4];
+  metrale_kernel_id phase_id[4];
 } cf_launch;
 
 /* Opens the backend under test (and the oracle); skips the test when it is

@@ -100,8 +100,9 @@ static void ref_sequence(double *o_ref, double *state_ref, const float *qkv, con
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
  * taking `chunked` (16 or 32) value columns each. */
-static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq, const int32_t *cu,
-                     uint32_t n_slots, uint32_t chunked) {
+static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1, gpu_kernel kern,
+                        const heads *h, uint32_t nseq, const int32_t *cu, uint32_t n_slots,
+                        uint32_t chunked) {
   int prefill = cu != NULL;
   uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
   size_t c = conv_dim(h), per = (size_t)h->nv * h->dk * h->dv;
@@ -122,10 +123,7 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq
                  prefill ? (uint32_t)cu[s + 1] : s + 1, h);
 
   cf_launch l;
-  cf_launch_init(&l, chunked   ? METRALE_K_delta_rule_prefill_chunked
-                     : prefill ? METRALE_K_delta_rule_prefill
-                               : METRALE_K_delta_rule_decode,
-                 (gpu_dim3){nseq * h->nv, 1, 1});
+  cf_launch_init(&l, id, (gpu_dim3){nseq * h->nv, 1, 1});
   double tol_state = chunked ? TOL_STATE_CHUNKED : CF_TOL_F32;
   int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, no, NULL, CF_TOL_BF16);
   int bq = cf_buf_add(&l, "qkv", CF_F32, CF_IN, t * c, qkv, 0);
@@ -144,6 +142,7 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq
     l.phase_arg = 13;
     l.phase_grid[0] = (gpu_dim3){(uint32_t)nc * h->nv, 1, 1};
     l.phase_grid[1] = (gpu_dim3){nseq * h->nv * ((h->dv + chunked - 1) / chunked), 1, 1};
+    l.phase_id[1] = id1;
   }
   cf_arg_buf(&l, bo);
   cf_arg_buf(&l, bq);
@@ -166,6 +165,14 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq
   }
   cf_launch_free(&l);
   free(qkv), free(g), free(beta), free(state), free(slots), free(o_ref), free(state_ref);
+}
+
+static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq, const int32_t *cu,
+                     uint32_t n_slots, uint32_t chunked) {
+  metrale_kernel_id id = chunked ? METRALE_K_delta_rule_prefill_chunked
+                         : cu    ? METRALE_K_delta_rule_prefill
+                                 : METRALE_K_delta_rule_decode;
+  run_case_as(ctx, id, id, kern, h, nseq, cu, n_slots, chunked);
 }
 
 Test(gdn, delta_rule_decode) {
@@ -203,9 +210,10 @@ Test(gdn, delta_rule_prefill) {
 }
 
 /* Sequences ending before, at and after chunk boundaries, empty ones, padding slots and
- * random initial states. */
-Test(gdn, delta_rule_prefill_chunked) {
-  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked);
+ * random initial states; for delta_rule_prefill_chunked and its build for more blocks per
+ * multiprocessor (delta_rule_prefill_chunked_prep: the same op). */
+static void chunked_cases(metrale_kernel_id id, metrale_kernel_id id1) {
+  CF_BEGIN(ctx, kern, id);
   static const int32_t lens_a[] = {0, 1, 63, 64, 65, 200}, lens_b[] = {130}, lens_c[] = {1, 2, 1},
                        lens_d[] = {128, 0, 191};
   static const struct {
@@ -220,7 +228,18 @@ Test(gdn, delta_rule_prefill_chunked) {
         for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
         snprintf(ctx.shape, sizeof ctx.shape, "chunked/%u S=%u T=%d nk=%u nv=%u dk=%u dv=%u", cols,
                  cases[ci].n, cu[cases[ci].n], h->nk, h->nv, h->dk, h->dv);
-        run_case(&ctx, kern, h, cases[ci].n, cu, cases[ci].n + 2, cols);
+        run_case_as(&ctx, id, id1, kern, h, cases[ci].n, cu, cases[ci].n + 2, cols);
       }
   cf_close(&ctx);
+}
+
+Test(gdn, delta_rule_prefill_chunked) {
+  chunked_cases(METRALE_K_delta_rule_prefill_chunked, METRALE_K_delta_rule_prefill_chunked);
+}
+
+/* both phases by the _prep build, and its phase 0 before delta_rule_prefill_chunked's
+ * phase 1 (the pair the ops launch) */
+Test(gdn, delta_rule_prefill_chunked_prep) {
+  chunked_cases(METRALE_K_delta_rule_prefill_chunked_prep, METRALE_K_delta_rule_prefill_chunked_prep);
+  chunked_cases(METRALE_K_delta_rule_prefill_chunked_prep, METRALE_K_delta_rule_prefill_chunked);
 }

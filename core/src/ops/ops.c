@@ -276,9 +276,13 @@ uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint3
 }
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {
-  return chunked_fits(o, dk, dv) ? "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) "
-                                   "when sequences average 64+ tokens, else gdn.delta_rule_prefill"
-                                 : "gdn.delta_rule_prefill (sequential)";
+  if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
+  return o->k[METRALE_K_delta_rule_prefill_chunked_prep]
+             ? "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 0 by "
+               "gdn_chunked.delta_rule_prefill_chunked_prep) when sequences average 64+ tokens, "
+               "else gdn.delta_rule_prefill"
+             : "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) "
+               "when sequences average 64+ tokens, else gdn.delta_rule_prefill";
 }
 
 static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32_t phase,
@@ -289,6 +293,11 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
   if (grid > INT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch",
                          (unsigned long long)grid);
+  /* kernels.def: the _prep build's phase 0 writes the records the other's phase 1 reads */
+  if (phase == 0 && o->k[METRALE_K_delta_rule_prefill_chunked_prep])
+    LAUNCH(o, st, delta_rule_prefill_chunked_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g),
+           P(beta), P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv),
+           U(phase));
   LAUNCH(o, st, delta_rule_prefill_chunked, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta),
          P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase));
 }
