@@ -321,19 +321,24 @@ int metrale_ops_has_gdn_decode_fused(const metrale_ops *o) { return o->k[METRALE
 /* Up to this batch the cluster kernel (a block per 32 columns of a value head) runs the
  * decode; above it the fused kernel's block per key head streams the state faster
  * (docs/perf-decode.md, section 9). */
-#define DECODE_CLUSTER_MAX_BATCH 4u
+#define DECODE_CLUSTER_MAX_BATCH 4
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
 
 static int decode_cluster_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv,
                                uint32_t dk, uint32_t dv) {
-  return o->k[METRALE_K_gdn_decode_cluster35] && bsz <= DECODE_CLUSTER_MAX_BATCH && dk == 128 &&
+  return o->k[METRALE_K_gdn_decode_cluster35] && bsz <= (uint32_t)DECODE_CLUSTER_MAX_BATCH && dk == 128 &&
          dv == 128 && nk != 0 && nv % nk == 0 && nv <= 2 * nk;
 }
 
-const char *metrale_ops_gdn_decode_path(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv,
-                                        uint32_t dk, uint32_t dv) {
-  if (decode_cluster_fits(o, bsz, nk, nv, dk, dv)) return "gdn_decode.gdn_decode_cluster35";
-  if (metrale_ops_has_gdn_decode_fused(o)) return "gdn_decode.gdn_decode_fused35";
-  return NULL;
+const char *metrale_ops_gdn_decode_path(const metrale_ops *o, uint32_t nk, uint32_t nv, uint32_t dk,
+                                        uint32_t dv) {
+  if (!metrale_ops_has_gdn_decode_fused(o)) return NULL;
+  if (!o->k[METRALE_K_gdn_decode_cluster35]) return "gdn_decode.gdn_decode_fused35";
+  if (decode_cluster_fits(o, 1, nk, nv, dk, dv))
+    return "gdn_decode.gdn_decode_cluster35 up to batch " TEXT_OF(DECODE_CLUSTER_MAX_BATCH)
+           ", gdn_decode.gdn_decode_fused35 above";
+  return "gdn_decode.gdn_decode_fused35 (gdn_decode_cluster35 takes only heads of 128 with nv <= 2 nk)";
 }
 
 metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr y,

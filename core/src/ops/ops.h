@@ -89,9 +89,10 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
  * chain (metrale_ops_has_gdn_decode_fused says which).  Small batches of the Qwen head size
  * take gdn_decode_cluster35 where the backend has it. */
 int metrale_ops_has_gdn_decode_fused(const metrale_ops *ops);
-/* The kernel the fused decode takes at this batch and shape ("module.name"), NULL without one. */
-const char *metrale_ops_gdn_decode_path(const metrale_ops *ops, uint32_t bsz, uint32_t nk, uint32_t nv,
-                                        uint32_t dk, uint32_t dv);
+/* The kernels the fused decode takes for these heads, by batch (text for the audit); NULL
+ * without a fused kernel. */
+const char *metrale_ops_gdn_decode_path(const metrale_ops *ops, uint32_t nk, uint32_t nv, uint32_t dk,
+                                        uint32_t dv);
 metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr y,
                                    gpu_ptr p, gpu_ptr conv_w, gpu_ptr conv_state, gpu_ptr a_log,
                                    gpu_ptr dt_bias, gpu_ptr norm_w, gpu_ptr state, gpu_ptr slots,

@@ -107,9 +107,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
                                    : (metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"
                                                                         : "launched eagerly (the backend has no graphs)"));
   if (metrale_ops_has_gdn_decode_fused(o))
-    fprintf(out, "  decode, split .. gated norm:   %s at batch 1 / %s at batch 256 (one kernel)\n",
-            metrale_ops_gdn_decode_path(o, 1, d->nk, d->nv, d->dk, d->dv),
-            metrale_ops_gdn_decode_path(o, 256, d->nk, d->nv, d->dk, d->dv));
+    fprintf(out, "  decode, split .. gated norm:   one kernel: %s\n",
+            metrale_ops_gdn_decode_path(o, d->nk, d->nv, d->dk, d->dv));
   else
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
