@@ -181,6 +181,25 @@ __device__ __forceinline__ void tile_load(float4 (&t)[kTileRows], const float *S
               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
+/* The l2norm of a key head's conv'd q (qk[0..127]) and k (qk[128..255]), one value a
+ * thread: |q|^2, |k|^2 and q.k of the raw vectors summed over the block, then q scaled by
+ * dk^-1/2 / |q| and k by 1 / |k| in place.  Returns q.k of the normalised vectors. */
+__device__ __forceinline__ float l2norm_qk_fast(float *qk_s, float (*red)[kGroups]) {
+  const unsigned tid = threadIdx.x, grp = tid / 32u, lane = tid % 32u;
+  const float q = tid < FD ? qk_s[tid] : 0.0f, k = tid < FD ? qk_s[FD + tid] : 0.0f;
+  float a = group_sum(q * q), b = group_sum(k * k), c = group_sum(q * k);
+  if (lane == 0) red[0][grp] = a, red[1][grp] = b, red[2][grp] = c;
+  __syncthreads();
+  a = b = c = 0.0f;
+#pragma unroll
+  for (unsigned g = 0; g < kGroups; g++) a += red[0][g], b += red[1][g], c += red[2][g];
+  const float sq = 1.0f / sqrtf(a + 1e-6f) * (1.0f / sqrtf((float)FD)), sk = 1.0f / sqrtf(b + 1e-6f);
+  const float qk = c * sq * sk;
+  qk_s[tid] *= tid < FD ? sq : sk;
+  __syncthreads();
+  return qk;
+}
+
 __device__ __noinline__ void fused_fast(const fused_job &j, const row_layout &L, fast_smem &sm) {
   const unsigned tid = threadIdx.x, grp = tid / 32u, lane = tid % 32u;
   const unsigned r0 = grp * kTileRows, c0 = lane * 4u;
@@ -199,22 +218,7 @@ __device__ __noinline__ void fused_fast(const fused_job &j, const row_layout &L,
     sm.qk[tid] = conv_channel(x, j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
   }
   __syncthreads();
-  /* l2norm: |q|^2, |k|^2 and q.k of the raw vectors */
-  float sq, sk, qk;
-  {
-    const float q = tid < FD ? sm.qk[tid] : 0.0f, k = tid < FD ? sm.qk[FD + tid] : 0.0f;
-    float a = group_sum(q * q), b = group_sum(k * k), c = group_sum(q * k);
-    if (lane == 0) sm.red[0][grp] = a, sm.red[1][grp] = b, sm.red[2][grp] = c;
-    __syncthreads();
-    a = b = c = 0.0f;
-#pragma unroll
-    for (unsigned g = 0; g < kGroups; g++) a += sm.red[0][g], b += sm.red[1][g], c += sm.red[2][g];
-    sq = 1.0f / sqrtf(a + 1e-6f) * (1.0f / sqrtf((float)FD));
-    sk = 1.0f / sqrtf(b + 1e-6f);
-    qk = c * sq * sk; /* q.k of the normalised vectors */
-    sm.qk[tid] *= tid < FD ? sq : sk;
-  }
-  __syncthreads();
+  const float qk = l2norm_qk_fast(sm.qk, sm.red); /* q.k of the normalised vectors */
 
   for (unsigned hh = 0; hh < L.r; hh++) {
     const unsigned h = h0 + hh;
@@ -477,21 +481,7 @@ __device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16
       shift_qk = slice == 0 && h % L.r == 0 && st_qk; /* one block per key head stores it */
     }
     __syncthreads();
-    float sq, sk, qk; /* l2norm, as fused_fast */
-    {
-      const float q = tid < FD ? sm.qk[tid] : 0.0f, k = tid < FD ? sm.qk[FD + tid] : 0.0f;
-      float a = group_sum(q * q), b = group_sum(k * k), c = group_sum(q * k);
-      if (lane == 0) sm.red[0][grp] = a, sm.red[1][grp] = b, sm.red[2][grp] = c;
-      __syncthreads();
-      a = b = c = 0.0f;
-#pragma unroll
-      for (unsigned g = 0; g < kGroups; g++) a += sm.red[0][g], b += sm.red[1][g], c += sm.red[2][g];
-      sq = 1.0f / sqrtf(a + 1e-6f) * (1.0f / sqrtf((float)FD));
-      sk = 1.0f / sqrtf(b + 1e-6f);
-      qk = c * sq * sk;
-      sm.qk[tid] *= tid < FD ? sq : sk;
-    }
-    __syncthreads();
+    const float qk = l2norm_qk_fast(sm.qk, sm.red); /* as fused_fast */
 
     float kv = 0.0f, qv = 0.0f;
 #pragma unroll
