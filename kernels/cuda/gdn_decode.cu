@@ -181,6 +181,20 @@ __device__ __forceinline__ void tile_load(float4 (&t)[kTileRows], const float *S
               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
+/* Column c of a head once the groups' partial sums of k.s' (kvp) and q.s' (qvp) are in:
+ * d = beta (v - k.s') goes to d_s[c]; returns o = q.s' + (q.k) d, rounded to bf16 as the
+ * chain stores it. */
+template <unsigned W>
+__device__ __forceinline__ float column_update(const float (&kvp)[kGroups][W], const float (&qvp)[kGroups][W],
+                                               unsigned c, float beta, float v, float qk, float *d_s) {
+  float kvs = 0.0f, qvs = 0.0f;
+#pragma unroll
+  for (unsigned gi = 0; gi < kGroups; gi++) kvs += kvp[gi][c], qvs += qvp[gi][c];
+  const float d = beta * (v - kvs);
+  d_s[c] = d;
+  return round_bf16(fmaf(qk, d, qvs));
+}
+
 /* The l2norm of a key head's conv'd q (qk[0..127]) and k (qk[128..255]), one value a
  * thread: |q|^2, |k|^2 and q.k of the raw vectors summed over the block, then q scaled by
  * dk^-1/2 / |q| and k by 1 / |k| in place.  Returns q.k of the normalised vectors. */
@@ -244,15 +258,7 @@ __device__ __noinline__ void fused_fast(const fused_job &j, const row_layout &L,
     *reinterpret_cast<float4 *>(&sm.kv[grp][c0]) = kv;
     *reinterpret_cast<float4 *>(&sm.qv[grp][c0]) = qv;
     __syncthreads();
-    float ob = 0.0f;
-    if (tid < FD) {
-      float kvs = 0.0f, qvs = 0.0f;
-#pragma unroll
-      for (unsigned gi = 0; gi < kGroups; gi++) kvs += sm.kv[gi][tid], qvs += sm.qv[gi][tid];
-      const float d = beta * (v - kvs);
-      sm.d[tid] = d;
-      ob = round_bf16(fmaf(qk, d, qvs)); /* o, stored as bf16 by the chain */
-    }
+    const float ob = tid < FD ? column_update(sm.kv, sm.qv, tid, beta, v, qk, sm.d) : 0.0f;
     const float ss = group_sum(ob * ob);
     if (lane == 0) sm.red[3][grp] = ss;
     __syncthreads();
@@ -493,14 +499,7 @@ __device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16
     sm.kv[grp][lane] = kv;
     sm.qv[grp][lane] = qv;
     __syncthreads();
-    if (tid < kSliceCols) {
-      float kvs = 0.0f, qvs = 0.0f;
-#pragma unroll
-      for (unsigned gi = 0; gi < kGroups; gi++) kvs += sm.kv[gi][tid], qvs += sm.qv[gi][tid];
-      const float d = beta * (v - kvs);
-      sm.d[tid] = d;
-      ob = round_bf16(fmaf(qk, d, qvs)); /* o, stored as bf16 by the chain */
-    }
+    if (tid < kSliceCols) ob = column_update(sm.kv, sm.qv, tid, beta, v, qk, sm.d);
     const float ss = group_sum(ob * ob);
     if (tid == 0) sm.ss = ss;
     __syncthreads();
