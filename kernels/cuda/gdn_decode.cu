@@ -535,6 +535,10 @@ gdn_decode_cluster35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_st
                      const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,
                      unsigned dv, unsigned kw, float eps) {
   __shared__ slice_smem sm;
+  /* early start (kernels.def): resident before the input projection ends, nothing read
+   * before the wait; the out_proj gemv may start (and stream its weights into L2) only
+   * once this kernel runs, so that its prefetch overlaps this kernel, not the projection */
+  mk_wait_prior();
   mk_allow_next();
   slice_decode(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk,
                dv, kw, eps, sm);
