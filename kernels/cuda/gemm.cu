@@ -189,6 +189,25 @@ __device__ __forceinline__ void load_tile(uint32_t s, const T *__restrict__ base
   }
 }
 
+/* One ring stage at `at`: the x tile (rows m0.., BM of them) then the w tile (rows n0..,
+ * BN), both of k step kstep. */
+template <unsigned BM, unsigned BN, typename XT>
+__device__ __forceinline__ void load_stage(uint32_t at, const XT *__restrict__ x,
+                                           const bf16 *__restrict__ w, unsigned M, unsigned N,
+                                           unsigned K, unsigned m0, unsigned n0, unsigned kstep,
+                                           bool vx, bool vw) {
+  load_tile<BM>(at, x, M, K, m0, kstep * BK, vx);
+  load_tile<BN>(at + BM * tile_of<XT>::ROW_BYTES, w, N, K, n0, kstep * BK, vw);
+}
+
+/* This block's k steps [first, first + count) of KT: slice blockIdx.z of SPLIT when K is
+ * split (a cluster's blocks share a tile), else all of them. */
+template <unsigned SPLIT>
+__device__ __forceinline__ void k_steps_of_block(unsigned KT, unsigned &first, unsigned &count) {
+  first = SPLIT > 1 ? (unsigned)((uint64_t)KT * blockIdx.z / SPLIT) : 0u;
+  count = SPLIT > 1 ? (unsigned)((uint64_t)KT * (blockIdx.z + 1) / SPLIT) - first : KT;
+}
+
 /* Block b of the grid -> its output tile, column-major within groups of GROUP_M tile
  * rows: a bijection of the grid, whatever its size. */
 __device__ __forceinline__ void tile_of_block(unsigned &tm, unsigned &tn) {
@@ -305,9 +324,8 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
   const unsigned KT = (K + BK - 1) / BK;
   const uint32_t s0 = DYN ? dyn_smem_base() : smem_addr(smem);
   static_assert(SPLIT == 1 || (!DYN && BM * (BN + 4) * 4 <= STAGES * STAGE), "split partials fit the ring");
-  /* this block's k steps [kt0, kt0 + NT): all of them unless K is split */
-  const unsigned kt0 = SPLIT > 1 ? (unsigned)((uint64_t)KT * blockIdx.z / SPLIT) : 0u;
-  const unsigned NT = SPLIT > 1 ? (unsigned)((uint64_t)KT * (blockIdx.z + 1) / SPLIT) - kt0 : KT;
+  unsigned kt0, NT; /* this block's k steps [kt0, kt0 + NT) */
+  k_steps_of_block<SPLIT>(KT, kt0, NT);
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -319,10 +337,7 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
 
 #pragma unroll
   for (unsigned s = 0; s + 1 < STAGES; s++) {
-    if (s < NT) {
-      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, (kt0 + s) * BK, vx);
-      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, (kt0 + s) * BK, vw);
-    }
+    if (s < NT) load_stage<BM, BN>(s0 + s * STAGE, x, w, M, N, K, m0, n0, kt0 + s, vx, vw);
     cp_commit();
   }
 
@@ -332,11 +347,7 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
     cp_wait<STAGES - 2>();
     __syncthreads();
     const unsigned nk = kt + STAGES - 1;
-    if (nk < NT) {
-      const uint32_t sn = s0 + (nk % STAGES) * STAGE;
-      load_tile<BM>(sn, x, M, K, m0, (kt0 + nk) * BK, vx);
-      load_tile<BN>(sn + A_BYTES, w, N, K, n0, (kt0 + nk) * BK, vw);
-    }
+    if (nk < NT) load_stage<BM, BN>(s0 + (nk % STAGES) * STAGE, x, w, M, N, K, m0, n0, kt0 + nk, vx, vw);
     cp_commit();
 
     const uint32_t sa = s0 + (kt % STAGES) * STAGE, sb = sa + A_BYTES;

@@ -84,9 +84,8 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
   const unsigned lane = threadIdx.x % 32u, wgi = threadIdx.x / 128u, wq = (threadIdx.x / 32u) % 4u;
   const bool vx = vec_ok(x, K), vw = vec_ok(w, K);
   const unsigned KT = (K + BK - 1) / BK;
-  /* this block's k steps [kt0, kt0 + NT): all of them unless K is split */
-  const unsigned kt0 = SPLIT > 1 ? (unsigned)((uint64_t)KT * blockIdx.z / SPLIT) : 0u;
-  const unsigned NT = SPLIT > 1 ? (unsigned)((uint64_t)KT * (blockIdx.z + 1) / SPLIT) - kt0 : KT;
+  unsigned kt0, NT; /* this block's k steps [kt0, kt0 + NT) */
+  k_steps_of_block<SPLIT>(KT, kt0, NT);
   const uint32_t s0 = dyn_smem_base();
 
   float acc[64];
@@ -95,10 +94,7 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
 
 #pragma unroll
   for (unsigned s = 0; s + 1 < STAGES; s++) {
-    if (s < NT) {
-      load_tile<BM>(s0 + s * STAGE, x, M, K, m0, (kt0 + s) * BK, vx);
-      load_tile<BN>(s0 + s * STAGE + A_BYTES, w, N, K, n0, (kt0 + s) * BK, vw);
-    }
+    if (s < NT) load_stage<BM, BN>(s0 + s * STAGE, x, w, M, N, K, m0, n0, kt0 + s, vx, vw);
     cp_commit();
   }
 
@@ -107,11 +103,7 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
     fence_proxy_async(); /* the tensor cores read what this thread's copies wrote */
     __syncthreads();     /* also: every warpgroup finished with stage kt-1 (wait0 below) */
     const unsigned nk = kt + STAGES - 1;
-    if (nk < NT) {
-      const uint32_t sn = s0 + (nk % STAGES) * STAGE;
-      load_tile<BM>(sn, x, M, K, m0, (kt0 + nk) * BK, vx);
-      load_tile<BN>(sn + A_BYTES, w, N, K, n0, (kt0 + nk) * BK, vw);
-    }
+    if (nk < NT) load_stage<BM, BN>(s0 + (nk % STAGES) * STAGE, x, w, M, N, K, m0, n0, kt0 + nk, vx, vw);
     cp_commit();
 
     const uint32_t sa = s0 + (kt % STAGES) * STAGE, sb = sa + A_BYTES;
