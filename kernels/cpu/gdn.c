@@ -214,6 +214,9 @@ metrale_status cpu_k_delta_rule_prefill_chunked(const gpu_arg *args) {
 metrale_status cpu_k_delta_rule_prefill_chunked_prep(const gpu_arg *args) {
   return cpu_k_delta_rule_prefill_chunked(args);
 }
+metrale_status cpu_k_delta_rule_prefill_chunked_wg(const gpu_arg *args) {
+  return cpu_k_delta_rule_prefill_chunked(args);
+}
 
 /* The 32-threads-a-head GPU kernel's op is l2norm_qk's exactly; only the grid differs,
  * and the CPU ignores grids. */

@@ -36,6 +36,9 @@
 #include "common.cuh"
 
 #if !defined(__HIP_PLATFORM_AMD__)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "sm90a.cuh"
+#endif
 
 namespace {
 constexpr unsigned kBlock = mk_block("delta_rule_prefill_chunked");
@@ -790,23 +793,31 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
   }
 }
 
-/* Both kernels' body: the wrapper launches only shapes the contract allows; anything else
- * does nothing.  KQ: k steps of K K^T / Q K^T whose loads phase 0 issues together. */
-template <unsigned KQ>
-__device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qkv, const float *g,
-                                             const float *beta, float *state, const int *cu_seqlens,
-                                             const int *slots, float *ws, unsigned s, unsigned nk,
-                                             unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
+/* The shape of a launch, false where the contract does not allow it: the wrappers launch
+ * only allowed shapes, anything else does nothing. */
+__device__ __forceinline__ bool shape_of(shape &p, const float *ws, unsigned s, unsigned nk,
+                                         unsigned nv, unsigned dk, unsigned dv) {
   if (s == 0 || nk == 0 || nv < nk || nv % nk != 0 || dk == 0 || dk > kDk || dk % 8 != 0 ||
       dv == 0 || dv > kDv || dv % 8 != 0 || (reinterpret_cast<uintptr_t>(ws) & 15) != 0)
-    return;
-  shape p;
+    return false;
   p.s = s;
   p.nk = nk;
   p.nv = nv;
   p.dk = dk;
   p.dv = dv;
   p.C = 2 * (size_t)nk * dk + (size_t)nv * dv;
+  return true;
+}
+
+/* The mma.sync kernels' body.  KQ: k steps of K K^T / Q K^T whose loads phase 0 issues
+ * together. */
+template <unsigned KQ>
+__device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qkv, const float *g,
+                                             const float *beta, float *state, const int *cu_seqlens,
+                                             const int *slots, float *ws, unsigned s, unsigned nk,
+                                             unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
+  shape p;
+  if (!shape_of(p, ws, s, nk, nv, dk, dv)) return;
   if (phase == 0) {
     prep_chunk<KQ>(sm, qkv, g, beta, cu_seqlens, ws, p);
   } else if (phase == 1) { /* 16 or 32 value columns a block, told apart by the grid */
@@ -816,6 +827,10 @@ __device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qk
       scan_chunks<4>(sm, o, state, cu_seqlens, slots, ws, p);
   }
 }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "gdn_chunked_wg.cuh"
+#endif
 }  // namespace
 
 /* Two blocks per multiprocessor (255 registers): phase 1 with 16 columns runs 256 blocks at
@@ -843,5 +858,28 @@ delta_rule_prefill_chunked_prep(bf16 *o, const float *qkv, const float *g,
   chunked_body<2>(sm, o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, phase);
 }
 MK_CHECK(delta_rule_prefill_chunked_prep, gdn_chunked);
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Phase 1 on warpgroup MMAs (sm_90a only; elsewhere the entry is absent and the ops take
+ * delta_rule_prefill_chunked's phase 1): one block an SM, 32 value columns a block. Its
+ * phase 0 is prep_chunk, as in the other two entries. */
+static_assert(mk_block("delta_rule_prefill_chunked_wg") == kBlock, "one warpgroup a block");
+static_assert(layout_wg<4>::end <= mk_shared("delta_rule_prefill_chunked_wg") && kSmem * 4 <= layout_wg<4>::end,
+              "kernels.def METRALE_KERNEL_SHARED row: phase 1's buffers (phase 0 fits in them)");
+extern "C" __global__ void __launch_bounds__(kBlock, 1)
+delta_rule_prefill_chunked_wg(bf16 *o, const float *qkv, const float *g, const float *beta,
+                              float *state, const int *cu_seqlens, const int *slots, float *ws,
+                              unsigned s, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
+                              unsigned phase) {
+  extern __shared__ __align__(128) unsigned char smem_wg[];
+  shape p;
+  if (!shape_of(p, ws, s, nk, nv, dk, dv)) return;
+  if (phase == 0)
+    prep_chunk<2>(reinterpret_cast<float *>(smem_wg), qkv, g, beta, cu_seqlens, ws, p);
+  else if (phase == 1 && gridDim.x == s * nv * ((dv + 31) / 32))
+    scan_chunks_wg<4>(smem_wg, o, state, cu_seqlens, slots, ws, p);
+}
+MK_CHECK(delta_rule_prefill_chunked_wg, gdn_chunked);
+#endif
 
 #endif

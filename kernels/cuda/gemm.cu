@@ -417,6 +417,7 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
 #if MK_GEMM_MMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* ---- sm_90a: wgmma (warpgroup MMA) for the 128x128 tiles ---------------------------- */
 #define MK_GEMM_WGMMA 1
+#include "sm90a.cuh"
 #include "gemm_wgmma.cuh"
 #else
 #define MK_GEMM_WGMMA 0

@@ -2,18 +2,11 @@
  * stages.  Included by gemm.cu inside its sm_90a guard, after namespace tc. */
 namespace wg {
 using namespace tc;
-
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-/* keeps the compiler from moving accesses of the accumulators across this point */
-__device__ __forceinline__ void pin(float (&d)[64]) {
-#pragma unroll
-  for (unsigned i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
+using sm90::fence_proxy_async;
+using sm90::pin;
+using sm90::wgmma_commit;
+using sm90::wgmma_fence;
+using sm90::wgmma_wait0;
 
 /* Descriptor of a K-major bf16 tile in tc's layout: 64-byte rows whose chunks are
  * XOR-permuted exactly as the hardware's 64-byte swizzle (tile base 512-byte aligned),

@@ -210,9 +210,11 @@ Test(gdn, delta_rule_prefill) {
 }
 
 /* Sequences ending before, at and after chunk boundaries, empty ones, padding slots and
- * random initial states; for delta_rule_prefill_chunked and its build for more blocks per
- * multiprocessor (delta_rule_prefill_chunked_prep: the same op). */
-static void chunked_cases(metrale_kernel_id id, metrale_kernel_id id1) {
+ * random initial states; for delta_rule_prefill_chunked and its other builds (the same op):
+ * delta_rule_prefill_chunked_prep (more blocks per multiprocessor) and
+ * delta_rule_prefill_chunked_wg (phase 1 on warpgroup MMAs, 32 value columns a block only).
+ * Phase 0 by id, phase 1 by id1, with cols_min..32 value columns per phase-1 block. */
+static void chunked_cases_cols(metrale_kernel_id id, metrale_kernel_id id1, uint32_t cols_min) {
   CF_BEGIN(ctx, kern, id);
   static const int32_t lens_a[] = {0, 1, 63, 64, 65, 200}, lens_b[] = {130}, lens_c[] = {1, 2, 1},
                        lens_d[] = {128, 0, 191};
@@ -222,7 +224,7 @@ static void chunked_cases(metrale_kernel_id id, metrale_kernel_id id1) {
   } cases[] = {{lens_a, 6}, {lens_b, 1}, {lens_c, 3}, {lens_d, 3}};
   for (size_t hi = 0; hi < NHEADS; hi++)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-      for (uint32_t cols = 16; cols <= 32; cols += 16) { /* kernels.def: columns per block */
+      for (uint32_t cols = cols_min; cols <= 32; cols += 16) { /* kernels.def: columns per block */
         const heads *h = &head_shapes[hi];
         int32_t cu[8] = {0};
         for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
@@ -233,6 +235,8 @@ static void chunked_cases(metrale_kernel_id id, metrale_kernel_id id1) {
   cf_close(&ctx);
 }
 
+static void chunked_cases(metrale_kernel_id id, metrale_kernel_id id1) { chunked_cases_cols(id, id1, 16); }
+
 Test(gdn, delta_rule_prefill_chunked) {
   chunked_cases(METRALE_K_delta_rule_prefill_chunked, METRALE_K_delta_rule_prefill_chunked);
 }
@@ -242,4 +246,11 @@ Test(gdn, delta_rule_prefill_chunked) {
 Test(gdn, delta_rule_prefill_chunked_prep) {
   chunked_cases(METRALE_K_delta_rule_prefill_chunked_prep, METRALE_K_delta_rule_prefill_chunked_prep);
   chunked_cases(METRALE_K_delta_rule_prefill_chunked_prep, METRALE_K_delta_rule_prefill_chunked);
+}
+
+/* both phases by the _wg build, and the _prep build's phase 0 before its phase 1 (the pair
+ * the ops launch) */
+Test(gdn, delta_rule_prefill_chunked_wg) {
+  chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_wg, METRALE_K_delta_rule_prefill_chunked_wg, 32);
+  chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_prep, METRALE_K_delta_rule_prefill_chunked_wg, 32);
 }

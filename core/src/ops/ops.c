@@ -247,8 +247,10 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
 #define CHUNKED_DV_MAX 128u
 #define CHUNKED_REC_BYTES 147584u
 /* Value columns per phase-1 block, 16 or 32 (the contract allows both): on the H200 16
- * (two blocks per SM) took 5.7 us a chunk step, 32 (one block per SM) 7.2 us. */
+ * (two blocks per SM) took 5.7 us a chunk step, 32 (one block per SM) 7.2 us.  The wgmma
+ * phase 1 (delta_rule_prefill_chunked_wg) takes 32. */
 #define CHUNKED_COLS 16u
+#define CHUNKED_WG_COLS 32u
 /* Below this many tokens per sequence on average the sequential kernel is taken: on the
  * H200 it costs ~3 us a token per sequence, the chunked one tens of us for phase 0 plus ~6 us
  * a chunk step (docs/perf-prefill.md), so short sequences are faster token by token (the
@@ -277,12 +279,22 @@ uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint3
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
-  return o->k[METRALE_K_delta_rule_prefill_chunked_prep]
-             ? "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 0 by "
-               "gdn_chunked.delta_rule_prefill_chunked_prep) when sequences average 64+ tokens, "
-               "else gdn.delta_rule_prefill"
-             : "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) "
-               "when sequences average 64+ tokens, else gdn.delta_rule_prefill";
+  static const char *const path[2][2] = {
+      /* [has _prep][has _wg] */
+      {"gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) when sequences average 64+ "
+       "tokens, else gdn.delta_rule_prefill",
+       "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 1 by "
+       "gdn_chunked.delta_rule_prefill_chunked_wg) when sequences average 64+ tokens, else "
+       "gdn.delta_rule_prefill"},
+      {"gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 0 by "
+       "gdn_chunked.delta_rule_prefill_chunked_prep) when sequences average 64+ tokens, else "
+       "gdn.delta_rule_prefill",
+       "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 0 by "
+       "gdn_chunked.delta_rule_prefill_chunked_prep, phase 1 by "
+       "gdn_chunked.delta_rule_prefill_chunked_wg) when sequences average 64+ tokens, else "
+       "gdn.delta_rule_prefill"}};
+  return path[!!o->k[METRALE_K_delta_rule_prefill_chunked_prep]]
+             [!!o->k[METRALE_K_delta_rule_prefill_chunked_wg]];
 }
 
 static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32_t phase,
@@ -293,9 +305,13 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
   if (grid > INT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch",
                          (unsigned long long)grid);
-  /* kernels.def: the _prep build's phase 0 writes the records the other's phase 1 reads */
+  /* kernels.def: every entry's phase 0 writes the records every entry's phase 1 reads */
   if (phase == 0 && o->k[METRALE_K_delta_rule_prefill_chunked_prep])
     LAUNCH(o, st, delta_rule_prefill_chunked_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g),
+           P(beta), P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv),
+           U(phase));
+  if (phase == 1 && o->k[METRALE_K_delta_rule_prefill_chunked_wg])
+    LAUNCH(o, st, delta_rule_prefill_chunked_wg, (uint32_t)grid, 1, P(out), P(qkv), P(g),
            P(beta), P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv),
            U(phase));
   LAUNCH(o, st, delta_rule_prefill_chunked, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta),
@@ -309,7 +325,8 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
   if (ws && chunked_pays(o, t, s, dk, dv)) {
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
                                            state, cu_seqlens, slots, ws, s, nk, nv, dk, dv));
-    return launch_chunked(o, st, 1, (uint64_t)s * nv * CEIL_DIV(dv, CHUNKED_COLS), out, qkv, g, beta, state,
+    uint32_t cols = o->k[METRALE_K_delta_rule_prefill_chunked_wg] ? CHUNKED_WG_COLS : CHUNKED_COLS;
+    return launch_chunked(o, st, 1, (uint64_t)s * nv * CEIL_DIV(dv, cols), out, qkv, g, beta, state,
                           cu_seqlens, slots, ws, s, nk, nv, dk, dv);
   }
   LAUNCH(o, st, delta_rule_prefill, s * nv, 1, P(out), P(qkv), P(g), P(beta), P(state),

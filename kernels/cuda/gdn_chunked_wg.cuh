@@ -1,0 +1,320 @@
+/* Phase 1 of the chunked delta rule on sm_90a: the chunk step of scan_chunks on warpgroup
+ * MMAs.  Included by gdn_chunked.cu inside its anonymous namespace and an sm_90a guard.
+ *
+ * The block (one warpgroup) owns 32 value columns of a head.  Per chunk step:
+ *   D [64 tokens, 32] = U + (-W) S       k over dk: wgmma m64n32k16, A -W from registers
+ *   O [64 tokens, 32] = Qs S + M D       k over dk, then over the chunk's tokens
+ *   S [dk, 32]        = e^(G_L) S + Kd^T D   two m64 halves of dk, k over the tokens
+ * with every product the three bf16 parts of scan_chunks (lo*hi, hi*lo, hi*hi), so the
+ * accuracy is phase 1's of delta_rule_prefill_chunked.  The workspace record is read whole
+ * into shared memory by two bulk copies a chunk: (-W, Qs) into two buffers, two chunks
+ * ahead, and (Kd^T, M) into one, a chunk ahead.  A warp takes its A fragments from there
+ * (they are stored in the mma.m16n8k16 A layout, which is wgmma's register A layout for the
+ * warp's 16 rows).  S and D wait for the MMAs as (hi, lo) bf16 planes, K-major and
+ * unswizzled, written from the accumulators by stmatrix. */
+
+template <unsigned NT> struct layout_wg { /* bytes of dynamic shared memory */
+  static constexpr unsigned BV = 8 * NT;
+  static constexpr unsigned RA = (unsigned)(kRecQ - kRecW) * 4; /* -W and Qs: 64 tiles */
+  static constexpr unsigned RB = (unsigned)(kRecU - kRecK) * 4; /* Kd^T and M: 48 tiles */
+  /* S and D planes: k chunks of 8 rows, each the block's NT 8-column core matrices in a row
+   * (128 bytes apart), so that an MMA's B tile (two k chunks) is 2 KC contiguous bytes */
+  static constexpr unsigned KC = NT * 128, PS = kDk / 8 * KC, PD = kCh / 8 * KC; /* plane bytes */
+  /* A: two buffers of (-W, Qs), chunk c in buffer c % 2; B: one of (Kd^T, M) */
+  static constexpr unsigned A = 0, B = A + 4 * RA, SH = B + RB, SL = SH + PS, DH = SL + PS,
+                            DL = DH + PD, BAR = DL + PD,
+                            end = BAR + 32; /* 3 mbarriers, a multiple of 16 bytes */
+};
+static_assert(kRecQ - kRecW == 32 * kTile && kRecK == kRecQ + 32 * kTile &&
+                  kRecM == kRecK + 32 * kTile && kRecU == kRecM + 16 * kTile,
+              "the two bulk copies take contiguous parts of the record");
+
+/* One A fragment tile from shared memory.  A lane's 32 bytes are two 16-byte reads; lanes
+ * 4..7 of each group of 8 read their halves in the other order, so each read of the warp
+ * touches every bank once. */
+__device__ __forceinline__ frag lds_tile(const unsigned char *tile, unsigned lane) {
+  const bool sw = (lane >> 2) & 1u;
+  const uint4 *p = reinterpret_cast<const uint4 *>(tile + 32 * lane);
+  const uint4 x = p[sw ? 1 : 0], y = p[sw ? 0 : 1];
+  const uint4 a = sw ? y : x, b = sw ? x : y;
+  frag f;
+  f.h[0] = a.x, f.h[1] = a.y, f.h[2] = a.z, f.h[3] = a.w;
+  f.l[0] = b.x, f.l[1] = b.y, f.l[2] = b.z, f.l[3] = b.w;
+  return f;
+}
+/* A use of f's registers the compiler cannot remove: put after the wait that retires the
+ * MMAs reading f, it keeps f's registers from being reused while they may still be read
+ * (an MMA reads its A registers when it runs, not when it is issued). */
+__device__ __forceinline__ void keep(const frag &f) {
+  asm volatile("" ::"r"(f.h[0]), "r"(f.h[1]), "r"(f.h[2]), "r"(f.h[3]), "r"(f.l[0]), "r"(f.l[1]),
+               "r"(f.l[2]), "r"(f.l[3]));
+}
+__device__ __forceinline__ frag zero_frag() {
+  frag f;
+#pragma unroll
+  for (unsigned i = 0; i < 4; i++) f.h[i] = f.l[i] = 0u;
+  return f;
+}
+
+/* 16 accumulator rows (k chunks kc, kc + 1 of the planes) of wgmma accumulators acc (NA / 4
+ * tiles of 8 columns) as the hi and lo planes of a K-major operand. */
+template <unsigned NA>
+__device__ __forceinline__ void put_planes(uint32_t hi, uint32_t lo, unsigned kc,
+                                           const float (&acc)[NA], unsigned lane) {
+  const unsigned i = lane >> 3, j = lane & 7u;
+#pragma unroll
+  for (unsigned nt = 0; nt < NA / 4; nt += 2) {
+    uint32_t h[4], l[4];
+#pragma unroll
+    for (unsigned m = 0; m < 4; m++) split2(acc[4 * nt + 2 * m], acc[4 * nt + 2 * m + 1], h[m], l[m]);
+    const uint32_t off = (kc + (i & 1u)) * (NA / 4 * 128u) + (nt + (i >> 1)) * 128u + j * 16u;
+    sm90::stmatrix_x4_trans(hi + off, h[0], h[1], h[2], h[3]);
+    sm90::stmatrix_x4_trans(lo + off, l[0], l[1], l[2], l[3]);
+  }
+}
+
+/* A product close to f32 is three MMAs, hi*hi, lo*hi and hi*lo (b's hi and lo planes);
+ * the chunk step sums hi*hi and the two others in separate accumulators and issues the MMAs
+ * of several sums in turn, so that no two in a row write the same accumulators: a chain of
+ * dependent MMAs waits out each one's latency, several times the 16 cycles of tensor work
+ * of m64n32k16. */
+/* U rows ra, rb of the block's columns into accumulator layout. */
+template <unsigned NT>
+__device__ __forceinline__ void load_u(float (&u)[4 * NT], const uint32_t *rec, unsigned c0,
+                                       unsigned ra, unsigned rb, unsigned t, const bool (&ntv)[NT]) {
+  const float *U = reinterpret_cast<const float *>(rec + kRecU) + c0 + 2 * t;
+#pragma unroll
+  for (unsigned nt = 0; nt < NT; nt++) {
+    const float2 u0 = ld2_if(ntv[nt], U + ra * kDv + 8 * nt), u1 = ld2_if(ntv[nt], U + rb * kDv + 8 * nt);
+    u[4 * nt] = u0.x, u[4 * nt + 1] = u0.y, u[4 * nt + 2] = u1.x, u[4 * nt + 3] = u1.y;
+  }
+}
+
+template <unsigned NT>
+__device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, float *state,
+                                               const int *cu, const int *slots, const float *wsf,
+                                               const shape &p) {
+  using Y = layout_wg<NT>;
+  constexpr unsigned BV = Y::BV, NA = BV / 2;
+  using W = sm90::wgmma_rs<BV>;
+  const uint32_t *ws = reinterpret_cast<const uint32_t *>(wsf);
+  const unsigned nvs = (p.dv + BV - 1) / BV;
+  const unsigned seq = blockIdx.x / (p.nv * nvs), rem = blockIdx.x % (p.nv * nvs);
+  const unsigned h = rem / nvs, cb = rem % nvs, c0 = cb * BV; /* c0: first value column */
+  if (seq >= p.s) return;
+  const int ts = cu[seq], te = cu[seq + 1];
+  if (ts < 0 || te <= ts) return; /* an empty sequence leaves its state as it was */
+  const int slot = slots[seq];
+  float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * p.dk * p.dv + c0;
+  const lane_ids l = lanes();
+  const unsigned lane = l.tid & 31;
+  const unsigned nkb = (p.dk + 15) / 16;
+  const bool half1 = p.dk > 64; /* S rows 64.. exist */
+  bool ntv[NT];
+#pragma unroll
+  for (unsigned nt = 0; nt < NT; nt++) ntv[nt] = c0 + 8 * nt < p.dv;
+  const uint32_t s0 = sm90::smem_u32(smem);
+  uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Y::BAR); /* A buffers 0, 1; B */
+  const size_t nch = ((size_t)(te - ts) + kCh - 1) / kCh, chunk0 = first_chunk(cu, seq);
+  const uint32_t *rec = ws + (chunk0 * p.nv + h) * kRec;
+  const size_t rstep = (size_t)p.nv * kRec; /* one chunk on in the workspace */
+  if (l.tid == 0) {
+    for (unsigned i = 0; i < 3; i++) sm90::mbar_init(&bar[i]);
+    sm90::bulk_copy(smem + Y::A, rec + kRecW, 2 * Y::RA, &bar[0]);
+    if (nch > 1) sm90::bulk_copy(smem + Y::A + 2 * Y::RA, rec + rstep + kRecW, 2 * Y::RA, &bar[1]);
+    sm90::bulk_copy(smem + Y::B, rec + kRecK, Y::RB, &bar[2]);
+  }
+
+  /* Warp w holds S rows 16w.. (half 0) and 64 + 16w.. (half 1) x the block's columns. */
+  float sacc[2][NA];
+#pragma unroll
+  for (unsigned hh = 0; hh < 2; hh++)
+#pragma unroll
+    for (unsigned nt = 0; nt < NT; nt++)
+#pragma unroll
+      for (unsigned hf = 0; hf < 2; hf++) {
+        const unsigned m = 64 * hh + 16 * l.w + l.g + 8 * hf;
+        const float2 v = ld2_if(Sg && m < p.dk && ntv[nt], Sg + (size_t)m * p.dv + 8 * nt + 2 * l.t);
+        sacc[hh][4 * nt + 2 * hf] = v.x;
+        sacc[hh][4 * nt + 2 * hf + 1] = v.y;
+      }
+  /* S's planes whole (rows past dk are zero: step b's tile past dk, for odd nkb, reads
+   * them) */
+  put_planes(s0 + Y::SH, s0 + Y::SL, 2 * l.w, sacc[0], lane);
+  put_planes(s0 + Y::SH, s0 + Y::SL, 8 + 2 * l.w, sacc[1], lane);
+  const unsigned ra = 16 * l.w + l.g, rb = ra + 8; /* this lane's token rows of D and O */
+  float ad[NA];
+  load_u<NT>(ad, rec, c0, ra, rb, l.t, ntv);
+  sm90::fence_proxy_async();
+  __syncthreads(); /* the barriers are initialised, S is in its planes */
+
+  float gL_next = __uint_as_float(__ldg(rec + kRecG));
+#pragma unroll 1
+  for (size_t ci = 0; ci < nch; ci++) {
+    const size_t t0 = (size_t)ts + ci * kCh;
+    const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+    const bool more = ci + 1 < nch;
+    const uint32_t *nrec = rec + rstep;
+    const unsigned buf = (unsigned)(ci & 1);
+    const unsigned char *Ab = smem + Y::A + buf * 2 * Y::RA;
+    if (ci + 2 < nch) /* 128-byte lines of the record after next into L2, a share each */
+      for (unsigned i = l.tid + kBlock * cb; i < (unsigned)(kRec / 32); i += kBlock * nvs)
+        prefetch_l2(nrec + rstep + 32 * i);
+    /* Accumulators are set only while no MMA is in flight (else ptxas serializes them all):
+     * O's zeros and S's decay come first. */
+    const float gL = gL_next; /* loaded a step ahead: the decay is the step's first use */
+    if (more) gL_next = __uint_as_float(__ldg(nrec + kRecG));
+    float ao[NA], ao2[NA], ad2[NA];
+#pragma unroll
+    for (unsigned i = 0; i < NA; i++) ao[i] = ao2[i] = ad2[i] = 0.0f;
+#pragma unroll
+    for (unsigned hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (unsigned i = 0; i < NA; i++) sacc[hh][i] *= gL;
+
+    /* b. D = U + (-W) S and O = Qs S, k over dk: a group of MMAs a k tile, the next
+     * tile's fragments read while the group before runs */
+#ifndef GDN_WG_DIAG_NOWAIT
+    sm90::mbar_wait(&bar[buf], (uint32_t)(ci >> 1) & 1u);
+#endif
+    sm90::pin(ad);
+    sm90::pin(ad2);
+    sm90::pin(ao);
+    sm90::pin(ao2);
+    sm90::pin(sacc[0]);
+    sm90::pin(sacc[1]);
+    {
+      /* k tile kb's fragments in set kb % 2: the wait after tile kb retires tile kb - 1's
+       * group, whose set tile kb + 1 then refills */
+      frag wf[2], qf[2];
+      auto tile = [&](unsigned kb, frag &w, frag &q, const frag &w_prev, const frag &q_prev) {
+        const bool v = kb < nkb; /* a tile past dk (odd nkb) multiplies zeros */
+        w = v ? lds_tile(Ab + (8 * l.w + kb) * kTile * 4, lane) : zero_frag();
+        q = v ? lds_tile(Ab + (32 + 8 * l.w + kb) * kTile * 4, lane) : zero_frag();
+        const uint64_t bh = sm90::desc_plain(s0 + Y::SH + 2 * Y::KC * kb, Y::KC, 128);
+        const uint64_t bl = sm90::desc_plain(s0 + Y::SL + 2 * Y::KC * kb, Y::KC, 128);
+        sm90::wgmma_fence();
+        W::run(ad, w.h, bh);
+        W::run(ao, q.h, bh);
+        W::run(ad2, w.l, bh);
+        W::run(ao2, q.l, bh);
+        W::run(ad2, w.h, bl);
+        W::run(ao2, q.h, bl);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();
+        keep(w_prev);
+        keep(q_prev);
+      };
+      wf[1] = qf[1] = zero_frag();
+#pragma unroll
+      for (unsigned kb = 0; kb < kDk / 16; kb++)
+        tile(kb, wf[kb & 1], qf[kb & 1], wf[~kb & 1], qf[~kb & 1]);
+      sm90::wgmma_wait0();
+      keep(wf[0]), keep(wf[1]), keep(qf[0]), keep(qf[1]);
+    }
+    sm90::wgmma_wait0();
+    sm90::pin(ad);
+    sm90::pin(ad2);
+#pragma unroll
+    for (unsigned i = 0; i < NA; i++) ad[i] += ad2[i];
+
+    /* c. D into its planes */
+    put_planes(s0 + Y::DH, s0 + Y::DL, 2 * l.w, ad, lane);
+    sm90::fence_proxy_async();
+    __syncthreads();
+
+    /* d. O += M D (M's k tiles up to the diagonal) and S = e^(G_L) S + Kd^T D, k over the
+     * chunk's tokens, a group a k tile */
+#ifndef GDN_WG_DIAG_NOWAIT
+    sm90::mbar_wait(&bar[2], (uint32_t)ci & 1u);
+#endif
+    frag mf[2], kf0[2], kf1[2]; /* k tile fragments in two sets, as in step b */
+    {
+      const unsigned char *Bb = smem + Y::B;
+      const unsigned nkt = (L + 15) / 16; /* the chunk's token tiles */
+      const bool kv0 = 16 * l.w < p.dk, kv1 = 64 + 16 * l.w < p.dk; /* Kd^T tiles written */
+      auto tile = [&](unsigned kb, frag &m, frag &k0, frag &k1, const frag &m_prev,
+                      const frag &k0_prev, const frag &k1_prev) {
+        const bool v = kb < nkt; /* a tile past the chunk (odd nkt) multiplies zeros */
+        m = v && kb <= l.w ? lds_tile(Bb + (32 + 4 * l.w + kb) * kTile * 4, lane) : zero_frag();
+        k0 = v && kv0 ? lds_tile(Bb + (4 * l.w + kb) * kTile * 4, lane) : zero_frag();
+        k1 = v && half1 && kv1 ? lds_tile(Bb + (16 + 4 * l.w + kb) * kTile * 4, lane) : zero_frag();
+        const uint64_t bh = sm90::desc_plain(s0 + Y::DH + 2 * Y::KC * kb, Y::KC, 128);
+        const uint64_t bl = sm90::desc_plain(s0 + Y::DL + 2 * Y::KC * kb, Y::KC, 128);
+        sm90::wgmma_fence();
+        W::run(sacc[0], k0.h, bh);
+        if (half1) W::run(sacc[1], k1.h, bh);
+        W::run(ao, m.h, bh);
+        W::run(sacc[0], k0.l, bh);
+        if (half1) W::run(sacc[1], k1.l, bh);
+        W::run(ao2, m.l, bh);
+        W::run(sacc[0], k0.h, bl);
+        if (half1) W::run(sacc[1], k1.h, bl);
+        W::run(ao2, m.h, bl);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();
+        keep(m_prev), keep(k0_prev), keep(k1_prev);
+      };
+      mf[1] = kf0[1] = kf1[1] = zero_frag();
+#pragma unroll
+      for (unsigned kb = 0; kb < kCh / 16; kb++)
+        tile(kb, mf[kb & 1], kf0[kb & 1], kf1[kb & 1], mf[~kb & 1], kf0[~kb & 1], kf1[~kb & 1]);
+    }
+    float un[NA]; /* the next chunk's U, in flight while the last MMAs run */
+    if (more) load_u<NT>(un, nrec, c0, ra, rb, l.t, ntv);
+    sm90::wgmma_wait0();
+    sm90::pin(ao);
+    sm90::pin(ao2);
+    sm90::pin(sacc[0]);
+    sm90::pin(sacc[1]);
+    keep(mf[0]), keep(mf[1]), keep(kf0[0]), keep(kf0[1]), keep(kf1[0]), keep(kf1[1]);
+
+    /* e. O, S into its planes (their last reader, step b, is done), U of the next chunk */
+#pragma unroll
+    for (unsigned i = 0; i < NA; i++) ao[i] += ao2[i];
+    if (more) {
+      put_planes(s0 + Y::SH, s0 + Y::SL, 2 * l.w, sacc[0], lane);
+      if (half1) put_planes(s0 + Y::SH, s0 + Y::SL, 8 + 2 * l.w, sacc[1], lane);
+#pragma unroll
+      for (unsigned i = 0; i < NA; i++) ad[i] = un[i];
+    }
+#pragma unroll
+    for (unsigned nt = 0; nt < NT; nt++) {
+      if (!ntv[nt]) continue;
+#pragma unroll
+      for (unsigned hf = 0; hf < 2; hf++) {
+        const unsigned r = hf ? rb : ra;
+        if (r < L) {
+          const uint32_t pair = (uint32_t)f32_to_bf16(ao[4 * nt + 2 * hf]) |
+                                ((uint32_t)f32_to_bf16(ao[4 * nt + 2 * hf + 1]) << 16);
+          *reinterpret_cast<uint32_t *>(o + ((t0 + r) * p.nv + h) * p.dv + c0 + 8 * nt + 2 * l.t) = pair;
+        }
+      }
+    }
+    if (more) {
+      sm90::fence_proxy_async();
+      __syncthreads(); /* every MMA of this chunk is done: both buffers are free */
+      if (l.tid == 0) {
+        sm90::fence_proxy_async();
+        sm90::bulk_copy(smem + Y::B, nrec + kRecK, Y::RB, &bar[2]);
+        if (ci + 2 < nch)
+          sm90::bulk_copy(smem + Y::A + buf * 2 * Y::RA, nrec + rstep + kRecW, 2 * Y::RA, &bar[buf]);
+      }
+    }
+    rec = nrec;
+  }
+
+  if (Sg) {
+#pragma unroll
+    for (unsigned hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (unsigned nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (unsigned hf = 0; hf < 2; hf++) {
+          const unsigned m = 64 * hh + 16 * l.w + l.g + 8 * hf;
+          if (m < p.dk && ntv[nt])
+            *reinterpret_cast<float2 *>(Sg + (size_t)m * p.dv + 8 * nt + 2 * l.t) =
+                make_float2(sacc[hh][4 * nt + 2 * hf], sacc[hh][4 * nt + 2 * hf + 1]);
+        }
+  }
+}
