@@ -48,17 +48,21 @@ constexpr unsigned kDk = 128; /* largest key head dim */
 constexpr unsigned kDv = 128; /* largest value head dim */
 constexpr unsigned kLdA = 68; /* row stride of A, T and the product slabs in phase 0 */
 
-/* Workspace record of one (chunk, value head), in 32-bit words.  A fragment tile is one
- * 16x16 A operand of m16n8k16: lane l's 8 words at 8 l are its four hi registers then
- * its four lo registers (two bf16 each, the lower column in the low half).
- *   -W    [64 tokens, 128 dk]: tiles (m = token/16, k = dk/16) at kRecW + (8 m + k) tiles
+/* Workspace record of one (chunk, value head), in 32-bit words.  A region holds a matrix
+ * of nm x nk tiles of 16x16 (m: rows / 16, k: columns / 16) as two planes, the hi then the
+ * lo bf16 parts, each tile's plane 512 bytes at (k nm + m) in its plane, in the canonical
+ * layout of a K-major wgmma operand: four 8x8 core matrices of 128 bytes (8 rows of 8
+ * columns), rows 8..15 256 bytes on, columns 8..15 128 bytes on.  So the m64 x k16 block
+ * of four row tiles at one k is 2 KB of uniform strides (wgmma reads it from shared
+ * memory), and a lane's mma.m16n8k16 A fragment is one word of each core matrix a plane.
+ *   -W    [64 tokens, 128 dk]: tiles (m = token/16, k = dk/16), nm = 4, at kRecW
  *   Qs    [64 tokens, 128 dk]: likewise at kRecQ
- *   Kd^T  [128 dk, 64 tokens]: tiles (m = dk/16, k = token/16) at kRecK + (4 m + k) tiles
- *   M     [64, 64]: tiles (m, k <= m) at kRecM + (4 m + k) tiles
+ *   Kd^T  [128 dk, 64 tokens]: tiles (m = dk/16, k = token/16), nm = 8, at kRecK
+ *   M     [64, 64]: tiles (m, k), nm = 4, at kRecM (zero above the diagonal)
  *   U     f32 [64 tokens, 128 value columns] at kRecU; e^(G_L) f32 at kRecG.
  * The record is a whole number of 128-byte lines.
- * Rows past the chunk's L tokens and columns past dk are zero; tiles wholly past dk, and
- * M's tiles above the diagonal, are not written. */
+ * Rows past the chunk's L tokens and columns past dk are zero, Kd^T's rows past dk too;
+ * -W's and Qs' tiles wholly past dk are not written. */
 constexpr size_t kTile = 256;
 constexpr size_t kRecW = 0, kRecQ = kRecW + 32 * kTile, kRecK = kRecQ + 32 * kTile;
 constexpr size_t kRecM = kRecK + 32 * kTile, kRecU = kRecM + 16 * kTile;
@@ -217,31 +221,54 @@ __device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_
   lo = bf16x2_rn(x0 - bf16_lo(hi), x1 - bf16_hi(hi));
 }
 
+/* Tile (m, k) of a record region with nm row tiles: word offset of its hi plane (the lo
+ * plane is kPlane words on), and of this lane's fragment register i in a tile's plane. */
+constexpr unsigned kPlane = 32 * kTile / 2; /* words of a region's plane (16 KB) */
+__device__ __forceinline__ size_t tile_off(unsigned nm, unsigned m, unsigned k) {
+  return (size_t)(k * nm + m) * (kTile / 2);
+}
+__device__ __forceinline__ unsigned frag_word(unsigned lane, unsigned i) {
+  return (i & 1u) * 64u + (i >> 1) * 32u + (lane >> 2) * 4u + (lane & 3u);
+}
+
 /* An A fragment tile of mma.sync m16n8k16 from two m16n8 accumulator tiles c0 (columns
- * 0-7) and c1 (8-15) of this lane, times sc, stored as the record's tile. */
-__device__ __forceinline__ void put_acc_tile(uint32_t *tile, unsigned lane, const float c0[4],
-                                             const float c1[4], float sc) {
-  uint4 h, lo;
-  split2(sc * c0[0], sc * c0[1], h.x, lo.x);
-  split2(sc * c0[2], sc * c0[3], h.y, lo.y);
-  split2(sc * c1[0], sc * c1[1], h.z, lo.z);
-  split2(sc * c1[2], sc * c1[3], h.w, lo.w);
-  uint4 *p = reinterpret_cast<uint4 *>(tile + 8 * lane);
-  p[0] = h;
-  p[1] = lo;
+ * 0-7) and c1 (8-15) of this lane, times sc, stored as the record's tile (m, k) of a
+ * region with nm row tiles and plane stride plane words. */
+__device__ __forceinline__ void put_acc_tile(uint32_t *region, unsigned nm, unsigned plane,
+                                             unsigned m, unsigned k, unsigned lane,
+                                             const float c0[4], const float c1[4], float sc) {
+  uint32_t h[4], lo[4];
+  split2(sc * c0[0], sc * c0[1], h[0], lo[0]);
+  split2(sc * c0[2], sc * c0[3], h[1], lo[1]);
+  split2(sc * c1[0], sc * c1[1], h[2], lo[2]);
+  split2(sc * c1[2], sc * c1[3], h[3], lo[3]);
+  uint32_t *t = region + tile_off(nm, m, k);
+#pragma unroll
+  for (unsigned i = 0; i < 4; i++) {
+    t[frag_word(lane, i)] = h[i];
+    t[plane + frag_word(lane, i)] = lo[i];
+  }
 }
 
 struct frag {
   uint32_t h[4], l[4];
 };
-__device__ __forceinline__ frag ld_tile(const uint32_t *tile, unsigned lane) {
-  const uint4 *p = reinterpret_cast<const uint4 *>(tile + 8 * lane);
-  const uint4 a = __ldg(p), b = __ldg(p + 1);
+__device__ __forceinline__ frag ld_tile(const uint32_t *region, unsigned nm, unsigned plane,
+                                        unsigned m, unsigned k, unsigned lane) {
+  const uint32_t *t = region + tile_off(nm, m, k);
   frag f;
-  f.h[0] = a.x, f.h[1] = a.y, f.h[2] = a.z, f.h[3] = a.w;
-  f.l[0] = b.x, f.l[1] = b.y, f.l[2] = b.z, f.l[3] = b.w;
+#pragma unroll
+  for (unsigned i = 0; i < 4; i++) {
+    f.h[i] = __ldg(t + frag_word(lane, i));
+    f.l[i] = __ldg(t + plane + frag_word(lane, i));
+  }
   return f;
 }
+/* The four regions: row tiles and plane stride */
+#define REC_W 4, kPlane
+#define REC_Q 4, kPlane
+#define REC_K 8, kPlane
+#define REC_M 4, kPlane / 2
 
 /* Packed (hi, lo) words of x0 at (column n, k) and x1 at (n + 1, k), stride ld. */
 __device__ __forceinline__ void put_pair_t(uint32_t *base, unsigned ld, unsigned n, unsigned k,
@@ -466,10 +493,17 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
       for (unsigned e = 0; e < 4; e++) qk[nt][e] = m[e];
     }
   }
-  /* M's 16x16 tiles up to the diagonal (the rest is zero and never read) */
+  /* M's 16x16 tiles, the zeros above the diagonal included (wgmma multiplies them) */
 #pragma unroll
-  for (unsigned kb = 0; kb < 4; kb++)
-    if (kb <= l.w) put_acc_tile(rec + kRecM + (l.w * 4 + kb) * kTile, lane, qk[2 * kb], qk[2 * kb + 1], 1.0f);
+  for (unsigned kb = 0; kb < 4; kb++) {
+    float c0[4], c1[4]; /* tiles past the warp's 2w + 2 column tiles were not computed */
+#pragma unroll
+    for (unsigned e = 0; e < 4; e++) {
+      c0[e] = kb <= l.w ? qk[2 * kb][e] : 0.0f;
+      c1[e] = kb <= l.w ? qk[2 * kb + 1][e] : 0.0f;
+    }
+    put_acc_tile(rec + kRecM, REC_M, l.w, kb, lane, c0, c1, 1.0f);
+  }
   __syncthreads();
 
 
@@ -549,7 +583,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     if (isk) {
 #pragma unroll
       for (unsigned kq = 0; kq < 4; kq++)
-        put_acc_tile(rec + kRecW + (l.w * 8 + 4 * sl + kq) * kTile, lane, acc[2 * kq], acc[2 * kq + 1], -1.0f);
+        put_acc_tile(rec + kRecW, REC_W, l.w, 4 * sl + kq, lane, acc[2 * kq], acc[2 * kq + 1], -1.0f);
     } else {
 #pragma unroll
       for (unsigned nt = 0; nt < 8; nt++) {
@@ -574,14 +608,14 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
       const float2 y0 = ld2_if(hi8 && ra < L, Q + ra * p.C + c + 8), y1 = ld2_if(hi8 && rb < L, Q + rb * p.C + c + 8);
       const float c0[4] = {x0.x * ea, x0.y * ea, x1.x * eb, x1.y * eb};
       const float c1[4] = {y0.x * ea, y0.y * ea, y1.x * eb, y1.y * eb};
-      put_acc_tile(rec + kRecQ + (l.w * 8 + kb) * kTile, lane, c0, c1, 1.0f);
+      put_acc_tile(rec + kRecQ, REC_Q, l.w, kb, lane, c0, c1, 1.0f);
     }
   }
-  /* Kd^T = (K e^(G_L - G))^T: warp w's dk rows 32w.., all four token tiles */
+  /* Kd^T = (K e^(G_L - G))^T: warp w's dk rows 32w.., all four token tiles (rows past dk
+   * zero: wgmma multiplies them) */
 #pragma unroll
   for (unsigned mh = 0; mh < 2; mh++) {
     const unsigned mt = 2 * l.w + mh, m0 = 16 * mt + l.g, m1 = m0 + 8;
-    if (16 * mt >= p.dk) break;
 #pragma unroll
     for (unsigned kb = 0; kb < 4; kb++) {
       float v[8];
@@ -591,7 +625,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         const unsigned m = (e & 2) ? m1 : m0, tk = 16 * kb + 2 * l.t + (e & 1) + ((e & 4) ? 8 : 0);
         v[e] = tk < L && m < p.dk ? __ldg(K + tk * p.C + m) * sd[tk] : 0.0f;
       }
-      put_acc_tile(rec + kRecK + (mt * 4 + kb) * kTile, lane, v, v + 4, 1.0f);
+      put_acc_tile(rec + kRecK, REC_K, mt, kb, lane, v, v + 4, 1.0f);
     }
   }
 }
@@ -645,8 +679,8 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
   const unsigned ra = 16 * l.w + l.g, rb = ra + 8; /* this lane's token rows of D and O */
   const size_t nch = ((size_t)(te - ts) + kCh - 1) / kCh, chunk0 = first_chunk(cu, seq);
   const uint32_t *rec = ws + (chunk0 * p.nv + h) * kRec;
-  frag wt = ld_tile(rec + kRecW + (l.w * 8) * kTile, lane);
-  frag qt = ld_tile(rec + kRecQ + (l.w * 8) * kTile, lane);
+  frag wt = ld_tile(rec + kRecW, REC_W, l.w, 0, lane);
+  frag qt = ld_tile(rec + kRecQ, REC_Q, l.w, 0, lane);
 
 #pragma unroll 1
   for (size_t ci = 0; ci < nch; ci++) {
@@ -686,8 +720,8 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
       if (kb < nkb) {
         frag wn, qn;
         if (kb + 1 < nkb) {
-          wn = ld_tile(rec + kRecW + (l.w * 8 + kb + 1) * kTile, lane);
-          qn = ld_tile(rec + kRecQ + (l.w * 8 + kb + 1) * kTile, lane);
+          wn = ld_tile(rec + kRecW, REC_W, l.w, kb + 1, lane);
+          qn = ld_tile(rec + kRecQ, REC_Q, l.w, kb + 1, lane);
         }
         uint32_t bh[NT][2], bl[NT][2];
 #pragma unroll
@@ -707,9 +741,9 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
     }
 
     /* The second pass's first fragments. */
-    frag kt0 = ld_tile(rec + kRecK + (8 * l.w) * kTile, lane);
-    frag kt1 = ld_tile(rec + kRecK + (8 * l.w + 4) * kTile, lane);
-    frag mt0 = ld_tile(rec + kRecM + (4 * l.w) * kTile, lane);
+    frag kt0 = ld_tile(rec + kRecK, REC_K, 2 * l.w, 0, lane);
+    frag kt1 = ld_tile(rec + kRecK, REC_K, 2 * l.w + 1, 0, lane);
+    frag mt0 = ld_tile(rec + kRecM, REC_M, l.w, 0, lane);
 
     /* c. D into shared memory */
 #pragma unroll
@@ -733,9 +767,9 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
         const bool nx = kb + 1 < kCh / 16 && 16 * (kb + 1) < L;
         frag kn0, kn1, mn;
         if (nx) {
-          kn0 = ld_tile(rec + kRecK + (8 * l.w + kb + 1) * kTile, lane);
-          kn1 = ld_tile(rec + kRecK + (8 * l.w + 4 + kb + 1) * kTile, lane);
-          if (kb + 1 <= l.w) mn = ld_tile(rec + kRecM + (4 * l.w + kb + 1) * kTile, lane);
+          kn0 = ld_tile(rec + kRecK, REC_K, 2 * l.w, kb + 1, lane);
+          kn1 = ld_tile(rec + kRecK, REC_K, 2 * l.w + 1, kb + 1, lane);
+          if (kb + 1 <= l.w) mn = ld_tile(rec + kRecM, REC_M, l.w, kb + 1, lane);
         }
         uint32_t bh[NT][2], bl[NT][2];
 #pragma unroll
@@ -757,8 +791,8 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
       }
     }
     if (more) { /* the next chunk's first W and Qs fragments, in flight during what follows */
-      wt = ld_tile(nrec + kRecW + (l.w * 8) * kTile, lane);
-      qt = ld_tile(nrec + kRecQ + (l.w * 8) * kTile, lane);
+      wt = ld_tile(nrec + kRecW, REC_W, l.w, 0, lane);
+      qt = ld_tile(nrec + kRecQ, REC_Q, l.w, 0, lane);
     }
 #pragma unroll
     for (unsigned nt = 0; nt < NT; nt++) {

@@ -2,16 +2,17 @@
  * MMAs.  Included by gdn_chunked.cu inside its anonymous namespace and an sm_90a guard.
  *
  * The block (one warpgroup) owns 32 value columns of a head.  Per chunk step:
- *   D [64 tokens, 32] = U + (-W) S       k over dk: wgmma m64n32k16, A -W from registers
+ *   D [64 tokens, 32] = U + (-W) S       k over dk: wgmma m64n32k16
  *   O [64 tokens, 32] = Qs S + M D       k over dk, then over the chunk's tokens
  *   S [dk, 32]        = e^(G_L) S + Kd^T D   two m64 halves of dk, k over the tokens
  * with every product the three bf16 parts of scan_chunks (lo*hi, hi*lo, hi*hi), so the
  * accuracy is phase 1's of delta_rule_prefill_chunked.  The workspace record is read whole
  * into shared memory by two bulk copies a chunk: (-W, Qs) into two buffers, two chunks
- * ahead, and (Kd^T, M) into one, a chunk ahead.  A warp takes its A fragments from there
- * (they are stored in the mma.m16n8k16 A layout, which is wgmma's register A layout for the
- * warp's 16 rows).  S and D wait for the MMAs as (hi, lo) bf16 planes, K-major and
- * unswizzled, written from the accumulators by stmatrix. */
+ * ahead, and (Kd^T, M) into one, a chunk ahead.  The record's tiles are in wgmma's
+ * canonical K-major layout, so the MMAs read every A operand (-W, Qs, Kd^T, M) from there
+ * (A from registers cost ~30 % more: docs/perf-prefill.md, v9).  S and D wait for the MMAs
+ * as (hi, lo) bf16 planes, K-major and unswizzled, written from the accumulators by
+ * stmatrix. */
 
 template <unsigned NT> struct layout_wg { /* bytes of dynamic shared memory */
   static constexpr unsigned BV = 8 * NT;
@@ -29,32 +30,9 @@ static_assert(kRecQ - kRecW == 32 * kTile && kRecK == kRecQ + 32 * kTile &&
                   kRecM == kRecK + 32 * kTile && kRecU == kRecM + 16 * kTile,
               "the two bulk copies take contiguous parts of the record");
 
-/* One A fragment tile from shared memory.  A lane's 32 bytes are two 16-byte reads; lanes
- * 4..7 of each group of 8 read their halves in the other order, so each read of the warp
- * touches every bank once. */
-__device__ __forceinline__ frag lds_tile(const unsigned char *tile, unsigned lane) {
-  const bool sw = (lane >> 2) & 1u;
-  const uint4 *p = reinterpret_cast<const uint4 *>(tile + 32 * lane);
-  const uint4 x = p[sw ? 1 : 0], y = p[sw ? 0 : 1];
-  const uint4 a = sw ? y : x, b = sw ? x : y;
-  frag f;
-  f.h[0] = a.x, f.h[1] = a.y, f.h[2] = a.z, f.h[3] = a.w;
-  f.l[0] = b.x, f.l[1] = b.y, f.l[2] = b.z, f.l[3] = b.w;
-  return f;
-}
-/* A use of f's registers the compiler cannot remove: put after the wait that retires the
- * MMAs reading f, it keeps f's registers from being reused while they may still be read
- * (an MMA reads its A registers when it runs, not when it is issued). */
-__device__ __forceinline__ void keep(const frag &f) {
-  asm volatile("" ::"r"(f.h[0]), "r"(f.h[1]), "r"(f.h[2]), "r"(f.h[3]), "r"(f.l[0]), "r"(f.l[1]),
-               "r"(f.l[2]), "r"(f.l[3]));
-}
-__device__ __forceinline__ frag zero_frag() {
-  frag f;
-#pragma unroll
-  for (unsigned i = 0; i < 4; i++) f.h[i] = f.l[i] = 0u;
-  return f;
-}
+/* A operand blocks in shared memory: the bytes of a region's plane, and of the four row
+ * tiles at one k tile (the record's canonical layout, gdn_chunked.cu) */
+constexpr uint32_t kPlaneB = kPlane * 4, kTileBlock = 4 * kTile * 2;
 
 /* 16 accumulator rows (k chunks kc, kc + 1 of the planes) of wgmma accumulators acc (NA / 4
  * tiles of 8 columns) as the hi and lo planes of a K-major operand. */
@@ -96,7 +74,7 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
                                                const shape &p) {
   using Y = layout_wg<NT>;
   constexpr unsigned BV = Y::BV, NA = BV / 2;
-  using W = sm90::wgmma_rs<BV>;
+  using SS = sm90::wgmma_ss<BV>;
   const uint32_t *ws = reinterpret_cast<const uint32_t *>(wsf);
   const unsigned nvs = (p.dv + BV - 1) / BV;
   const unsigned seq = blockIdx.x / (p.nv * nvs), rem = blockIdx.x % (p.nv * nvs);
@@ -138,8 +116,7 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
         sacc[hh][4 * nt + 2 * hf] = v.x;
         sacc[hh][4 * nt + 2 * hf + 1] = v.y;
       }
-  /* S's planes whole (rows past dk are zero: step b's tile past dk, for odd nkb, reads
-   * them) */
+  /* S's planes whole (rows past dk are zero) */
   put_planes(s0 + Y::SH, s0 + Y::SL, 2 * l.w, sacc[0], lane);
   put_planes(s0 + Y::SH, s0 + Y::SL, 8 + 2 * l.w, sacc[1], lane);
   const unsigned ra = 16 * l.w + l.g, rb = ra + 8; /* this lane's token rows of D and O */
@@ -172,11 +149,8 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
 #pragma unroll
       for (unsigned i = 0; i < NA; i++) sacc[hh][i] *= gL;
 
-    /* b. D = U + (-W) S and O = Qs S, k over dk: a group of MMAs a k tile, the next
-     * tile's fragments read while the group before runs */
-#ifndef GDN_WG_DIAG_NOWAIT
+    /* b. D = U + (-W) S and O = Qs S, k over dk, one group of MMAs */
     sm90::mbar_wait(&bar[buf], (uint32_t)(ci >> 1) & 1u);
-#endif
     sm90::pin(ad);
     sm90::pin(ad2);
     sm90::pin(ao);
@@ -184,33 +158,23 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     sm90::pin(sacc[0]);
     sm90::pin(sacc[1]);
     {
-      /* k tile kb's fragments in set kb % 2: the wait after tile kb retires tile kb - 1's
-       * group, whose set tile kb + 1 then refills */
-      frag wf[2], qf[2];
-      auto tile = [&](unsigned kb, frag &w, frag &q, const frag &w_prev, const frag &q_prev) {
-        const bool v = kb < nkb; /* a tile past dk (odd nkb) multiplies zeros */
-        w = v ? lds_tile(Ab + (8 * l.w + kb) * kTile * 4, lane) : zero_frag();
-        q = v ? lds_tile(Ab + (32 + 8 * l.w + kb) * kTile * 4, lane) : zero_frag();
+      const uint32_t aw = s0 + Y::A + buf * 2 * Y::RA, aq = aw + Y::RA; /* -W, Qs regions */
+      sm90::wgmma_fence();
+#pragma unroll 1
+      for (unsigned kb = 0; kb < nkb; kb++) {
+        const uint32_t t = kb * kTileBlock; /* the four row tiles at k tile kb */
+        const uint64_t wh = sm90::desc_plain(aw + t, 128, 256), wl = sm90::desc_plain(aw + kPlaneB + t, 128, 256);
+        const uint64_t qh = sm90::desc_plain(aq + t, 128, 256), ql = sm90::desc_plain(aq + kPlaneB + t, 128, 256);
         const uint64_t bh = sm90::desc_plain(s0 + Y::SH + 2 * Y::KC * kb, Y::KC, 128);
         const uint64_t bl = sm90::desc_plain(s0 + Y::SL + 2 * Y::KC * kb, Y::KC, 128);
-        sm90::wgmma_fence();
-        W::run(ad, w.h, bh);
-        W::run(ao, q.h, bh);
-        W::run(ad2, w.l, bh);
-        W::run(ao2, q.l, bh);
-        W::run(ad2, w.h, bl);
-        W::run(ao2, q.h, bl);
-        sm90::wgmma_commit();
-        sm90::wgmma_wait<1>();
-        keep(w_prev);
-        keep(q_prev);
-      };
-      wf[1] = qf[1] = zero_frag();
-#pragma unroll
-      for (unsigned kb = 0; kb < kDk / 16; kb++)
-        tile(kb, wf[kb & 1], qf[kb & 1], wf[~kb & 1], qf[~kb & 1]);
-      sm90::wgmma_wait0();
-      keep(wf[0]), keep(wf[1]), keep(qf[0]), keep(qf[1]);
+        SS::run(ad, wh, bh);
+        SS::run(ao, qh, bh);
+        SS::run(ad2, wl, bh);
+        SS::run(ao2, ql, bh);
+        SS::run(ad2, wh, bl);
+        SS::run(ao2, qh, bl);
+      }
+      sm90::wgmma_commit();
     }
     sm90::wgmma_wait0();
     sm90::pin(ad);
@@ -223,42 +187,31 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     sm90::fence_proxy_async();
     __syncthreads();
 
-    /* d. O += M D (M's k tiles up to the diagonal) and S = e^(G_L) S + Kd^T D, k over the
-     * chunk's tokens, a group a k tile */
-#ifndef GDN_WG_DIAG_NOWAIT
+    /* d. O += M D and S = e^(G_L) S + Kd^T D, k over the chunk's tokens, one group */
     sm90::mbar_wait(&bar[2], (uint32_t)ci & 1u);
-#endif
-    frag mf[2], kf0[2], kf1[2]; /* k tile fragments in two sets, as in step b */
     {
-      const unsigned char *Bb = smem + Y::B;
+      const uint32_t ak = s0 + Y::B, am = ak + Y::RA; /* Kd^T, M regions */
       const unsigned nkt = (L + 15) / 16; /* the chunk's token tiles */
-      const bool kv0 = 16 * l.w < p.dk, kv1 = 64 + 16 * l.w < p.dk; /* Kd^T tiles written */
-      auto tile = [&](unsigned kb, frag &m, frag &k0, frag &k1, const frag &m_prev,
-                      const frag &k0_prev, const frag &k1_prev) {
-        const bool v = kb < nkt; /* a tile past the chunk (odd nkt) multiplies zeros */
-        m = v && kb <= l.w ? lds_tile(Bb + (32 + 4 * l.w + kb) * kTile * 4, lane) : zero_frag();
-        k0 = v && kv0 ? lds_tile(Bb + (4 * l.w + kb) * kTile * 4, lane) : zero_frag();
-        k1 = v && half1 && kv1 ? lds_tile(Bb + (16 + 4 * l.w + kb) * kTile * 4, lane) : zero_frag();
+      sm90::wgmma_fence();
+#pragma unroll 1
+      for (unsigned kb = 0; kb < nkt; kb++) {
+        const uint32_t t0 = 2 * kb * kTileBlock, t1 = t0 + kTileBlock, tm = kb * kTileBlock;
+        const uint64_t k0h = sm90::desc_plain(ak + t0, 128, 256), k0l = sm90::desc_plain(ak + kPlaneB + t0, 128, 256);
+        const uint64_t k1h = sm90::desc_plain(ak + t1, 128, 256), k1l = sm90::desc_plain(ak + kPlaneB + t1, 128, 256);
+        const uint64_t mh = sm90::desc_plain(am + tm, 128, 256), ml = sm90::desc_plain(am + kPlaneB / 2 + tm, 128, 256);
         const uint64_t bh = sm90::desc_plain(s0 + Y::DH + 2 * Y::KC * kb, Y::KC, 128);
         const uint64_t bl = sm90::desc_plain(s0 + Y::DL + 2 * Y::KC * kb, Y::KC, 128);
-        sm90::wgmma_fence();
-        W::run(sacc[0], k0.h, bh);
-        if (half1) W::run(sacc[1], k1.h, bh);
-        W::run(ao, m.h, bh);
-        W::run(sacc[0], k0.l, bh);
-        if (half1) W::run(sacc[1], k1.l, bh);
-        W::run(ao2, m.l, bh);
-        W::run(sacc[0], k0.h, bl);
-        if (half1) W::run(sacc[1], k1.h, bl);
-        W::run(ao2, m.h, bl);
-        sm90::wgmma_commit();
-        sm90::wgmma_wait<1>();
-        keep(m_prev), keep(k0_prev), keep(k1_prev);
-      };
-      mf[1] = kf0[1] = kf1[1] = zero_frag();
-#pragma unroll
-      for (unsigned kb = 0; kb < kCh / 16; kb++)
-        tile(kb, mf[kb & 1], kf0[kb & 1], kf1[kb & 1], mf[~kb & 1], kf0[~kb & 1], kf1[~kb & 1]);
+        SS::run(sacc[0], k0h, bh);
+        if (half1) SS::run(sacc[1], k1h, bh);
+        SS::run(ao, mh, bh);
+        SS::run(sacc[0], k0l, bh);
+        if (half1) SS::run(sacc[1], k1l, bh);
+        SS::run(ao2, ml, bh);
+        SS::run(sacc[0], k0h, bl);
+        if (half1) SS::run(sacc[1], k1h, bl);
+        SS::run(ao2, mh, bl);
+      }
+      sm90::wgmma_commit();
     }
     float un[NA]; /* the next chunk's U, in flight while the last MMAs run */
     if (more) load_u<NT>(un, nrec, c0, ra, rb, l.t, ntv);
@@ -267,7 +220,6 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     sm90::pin(ao2);
     sm90::pin(sacc[0]);
     sm90::pin(sacc[1]);
-    keep(mf[0]), keep(mf[1]), keep(kf0[0]), keep(kf0[1]), keep(kf1[0]), keep(kf1[1]);
 
     /* e. O, S into its planes (their last reader, step b, is done), U of the next chunk */
 #pragma unroll

@@ -55,6 +55,21 @@ template <> struct wgmma_rs<32> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
   }
 };
+/* d += A B on m64nNk16, A and B K-major bf16 in shared memory (descriptors). */
+template <unsigned N> struct wgmma_ss;
+template <> struct wgmma_ss<32> {
+  static __device__ __forceinline__ void run(float (&d)[16], uint64_t da, uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "%16, %17, 1, 1, 1, 0, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db));
+  }
+};
+
 /* Four 8x8 b16 matrices from the mma fragment layout (lane l: row l / 4, columns
  * 2 (l % 4) and + 1 of each) stored transposed: the row address of matrix i's row j (its
  * column j) comes from lane 8 i + j. */
