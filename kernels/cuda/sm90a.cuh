@@ -40,22 +40,8 @@ __device__ __forceinline__ uint64_t desc_plain(uint32_t addr, uint32_t lbo, uint
   return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
 }
 
-/* d += A B on m64nNk16, f32 accumulators (N / 2 a thread), A the mma.m16n8k16 A fragment
- * of each warp's 16 rows in registers, B K-major bf16 in shared memory. */
-template <unsigned N> struct wgmma_rs;
-template <> struct wgmma_rs<32> {
-  static __device__ __forceinline__ void run(float (&d)[16], const uint32_t (&a)[4], uint64_t db) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "{%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-          "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-  }
-};
-/* d += A B on m64nNk16, A and B K-major bf16 in shared memory (descriptors). */
+/* d += A B on m64nNk16, f32 accumulators (N / 2 a thread), A and B K-major bf16 in shared
+ * memory (descriptors). */
 template <unsigned N> struct wgmma_ss;
 template <> struct wgmma_ss<32> {
   static __device__ __forceinline__ void run(float (&d)[16], uint64_t da, uint64_t db) {
