@@ -632,6 +632,112 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 
 /* ---- phase 1: the chunks of one sequence in order ---------------------------------- */
 
+/* A block's share of phase 1 (both phase-1 kernels): blocks take (sequence, value head,
+ * BV value columns) in that order. */
+struct scan_part {
+  unsigned nvs, h, cb, c0; /* column blocks a head, value head, column block, first column */
+  unsigned seq;            /* the sequence */
+  int ts, te;              /* its tokens */
+  float *Sg;               /* state[slot] at the block's first column; null for slot -1 */
+};
+/* False for a block with nothing to do: past the sequences, or an empty sequence (whose
+ * state stays as it was). */
+template <unsigned BV>
+__device__ __forceinline__ bool scan_part_of(scan_part &b, float *state, const int *cu,
+                                             const int *slots, const shape &p) {
+  b.nvs = (p.dv + BV - 1) / BV;
+  const unsigned seq = blockIdx.x / (p.nv * b.nvs), rem = blockIdx.x % (p.nv * b.nvs);
+  b.seq = seq;
+  b.h = rem / b.nvs;
+  b.cb = rem % b.nvs;
+  b.c0 = b.cb * BV;
+  if (seq >= p.s) return false;
+  b.ts = cu[seq];
+  b.te = cu[seq + 1];
+  if (b.ts < 0 || b.te <= b.ts) return false;
+  const int slot = slots[seq];
+  b.Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + b.h) * p.dk * p.dv + b.c0;
+  return true;
+}
+/* The part's chunks, and the record of its first one (computed where needed: the mma.sync
+ * kernel runs at its register limit). */
+__device__ __forceinline__ size_t chunks_of(const scan_part &b) {
+  return ((size_t)(b.te - b.ts) + kCh - 1) / kCh;
+}
+__device__ __forceinline__ const uint32_t *first_record(const scan_part &b, const int *cu,
+                                                        const float *ws, const shape &p) {
+  return reinterpret_cast<const uint32_t *>(ws) + (first_chunk(cu, b.seq) * p.nv + b.h) * kRec;
+}
+
+/* The 128-byte lines of record r into L2, this block's share (each of the head's column
+ * blocks a share; nth threads a block). */
+__device__ __forceinline__ void prefetch_record(const uint32_t *r, unsigned tid, unsigned nth,
+                                                const scan_part &b) {
+  for (unsigned i = tid + nth * b.cb; i < (unsigned)(kRec / 32); i += nth * b.nvs)
+    prefetch_l2(r + 32 * i);
+}
+
+/* A lane's part of 16 rows x NT 8-column tiles in the mma accumulator layout: at(nt, e),
+ * e = 2 hf + j, is row r + 8 hf (r: the lane's first row), column 8 nt + 2 t + j of the
+ * block's columns.  ntv: which column tiles exist. */
+template <unsigned NT, typename At>
+__device__ __forceinline__ void load_state_rows(At at, const float *Sg, const shape &p, unsigned r,
+                                                unsigned t, const bool (&ntv)[NT]) {
+#pragma unroll
+  for (unsigned nt = 0; nt < NT; nt++)
+#pragma unroll
+    for (unsigned hf = 0; hf < 2; hf++) {
+      const unsigned m = r + 8 * hf;
+      const float2 v = ld2_if(Sg && m < p.dk && ntv[nt], Sg + (size_t)m * p.dv + 8 * nt + 2 * t);
+      at(nt, 2 * hf) = v.x;
+      at(nt, 2 * hf + 1) = v.y;
+    }
+}
+template <unsigned NT, typename At>
+__device__ __forceinline__ void store_state_rows(At at, float *Sg, const shape &p, unsigned r,
+                                                 unsigned t, const bool (&ntv)[NT]) {
+#pragma unroll
+  for (unsigned nt = 0; nt < NT; nt++)
+#pragma unroll
+    for (unsigned hf = 0; hf < 2; hf++) {
+      const unsigned m = r + 8 * hf;
+      if (m < p.dk && ntv[nt])
+        *reinterpret_cast<float2 *>(Sg + (size_t)m * p.dv + 8 * nt + 2 * t) =
+            make_float2(at(nt, 2 * hf), at(nt, 2 * hf + 1));
+    }
+}
+/* U's token rows ra, rb (= ra + 8) of the block's columns, from record rec. */
+template <unsigned NT, typename At>
+__device__ __forceinline__ void load_u_rows(At at, const uint32_t *rec, unsigned c0, unsigned ra,
+                                            unsigned t, const bool (&ntv)[NT]) {
+  const float *U = reinterpret_cast<const float *>(rec + kRecU) + c0 + 2 * t;
+#pragma unroll
+  for (unsigned nt = 0; nt < NT; nt++) {
+    const float2 u0 = ld2_if(ntv[nt], U + ra * kDv + 8 * nt), u1 = ld2_if(ntv[nt], U + (ra + 8) * kDv + 8 * nt);
+    at(nt, 0) = u0.x, at(nt, 1) = u0.y, at(nt, 2) = u1.x, at(nt, 3) = u1.y;
+  }
+}
+/* O's token rows ra, ra + 8 of the chunk at token t0 (those below L), value head h, the
+ * block's columns from c0, as bf16. */
+template <unsigned NT, typename At>
+__device__ __forceinline__ void store_o_rows(At at, bf16 *o, const shape &p, unsigned h, unsigned c0,
+                                             size_t t0, unsigned L, unsigned ra, unsigned t,
+                                             const bool (&ntv)[NT]) {
+#pragma unroll
+  for (unsigned nt = 0; nt < NT; nt++) {
+    if (!ntv[nt]) continue;
+#pragma unroll
+    for (unsigned hf = 0; hf < 2; hf++) {
+      const unsigned r = ra + 8 * hf;
+      if (r < L) {
+        const uint32_t pair = (uint32_t)f32_to_bf16(at(nt, 2 * hf)) |
+                              ((uint32_t)f32_to_bf16(at(nt, 2 * hf + 1)) << 16);
+        *reinterpret_cast<uint32_t *>(o + ((t0 + r) * p.nv + h) * p.dv + c0 + 8 * nt + 2 * t) = pair;
+      }
+    }
+  }
+}
+
 /* NT 8-column tiles of value columns per block.  A chunk step: S into shared memory as
  * (hi, lo) pairs; D = U + (-W) S and O = Qs S in one pass (each B fragment of S used by both);
  * D into shared memory; O += M D and S = e^(G_L) S + Kd^T D in one pass over D's k tiles.
@@ -643,17 +749,10 @@ template <unsigned NT>
 __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, const int *cu,
                                             const int *slots, const float *wsf, const shape &p) {
   using Y = layout1<NT>;
-  constexpr unsigned BV = Y::BV;
   uint32_t *Sp = reinterpret_cast<uint32_t *>(smf) + Y::S, *Dp = reinterpret_cast<uint32_t *>(smf) + Y::D;
-  const uint32_t *ws = reinterpret_cast<const uint32_t *>(wsf);
-  const unsigned nvs = (p.dv + BV - 1) / BV;
-  const unsigned seq = blockIdx.x / (p.nv * nvs), rem = blockIdx.x % (p.nv * nvs);
-  const unsigned h = rem / nvs, cb = rem % nvs, c0 = cb * BV; /* c0: first value column */
-  if (seq >= p.s) return;
-  const int ts = cu[seq], te = cu[seq + 1];
-  if (ts < 0 || te <= ts) return; /* an empty sequence leaves its state as it was */
-  const int slot = slots[seq];
-  float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * p.dk * p.dv + c0;
+  scan_part b;
+  if (!scan_part_of<Y::BV>(b, state, cu, slots, p)) return;
+  const unsigned h = b.h, c0 = b.c0;
   const lane_ids l = lanes();
   const unsigned lane = l.tid & 31;
   const unsigned nkb = (p.dk + 15) / 16;
@@ -666,31 +765,22 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
   float sacc[2][NT][4];
 #pragma unroll
   for (unsigned mt = 0; mt < 2; mt++)
-#pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (unsigned hf = 0; hf < 2; hf++) {
-        const unsigned m = 32 * l.w + 16 * mt + l.g + 8 * hf;
-        const float2 v = ld2_if(Sg && m < p.dk && ntv[nt], Sg + (size_t)m * p.dv + 8 * nt + 2 * l.t);
-        sacc[mt][nt][2 * hf] = v.x;
-        sacc[mt][nt][2 * hf + 1] = v.y;
-      }
+    load_state_rows<NT>([&](unsigned nt, unsigned e) -> float & { return sacc[mt][nt][e]; }, b.Sg, p,
+                        32 * l.w + 16 * mt + l.g, l.t, ntv);
 
   const unsigned ra = 16 * l.w + l.g, rb = ra + 8; /* this lane's token rows of D and O */
-  const size_t nch = ((size_t)(te - ts) + kCh - 1) / kCh, chunk0 = first_chunk(cu, seq);
-  const uint32_t *rec = ws + (chunk0 * p.nv + h) * kRec;
+  const size_t nch = chunks_of(b), ts = (size_t)b.ts, te = (size_t)b.te;
+  const uint32_t *rec = first_record(b, cu, wsf, p);
   frag wt = ld_tile(rec + kRecW, REC_W, l.w, 0, lane);
   frag qt = ld_tile(rec + kRecQ, REC_Q, l.w, 0, lane);
 
 #pragma unroll 1
   for (size_t ci = 0; ci < nch; ci++) {
-    const size_t t0 = (size_t)ts + ci * kCh;
-    const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+    const size_t t0 = ts + ci * kCh;
+    const unsigned L = te - t0 < kCh ? (unsigned)(te - t0) : kCh;
     const bool more = ci + 1 < nch;
     const uint32_t *nrec = rec + (size_t)p.nv * kRec;
-    if (more) /* 128-byte lines of the next record into L2, each column block a share */
-      for (unsigned i = l.tid + kBlock * cb; i < (unsigned)(kRec / 32); i += kBlock * nvs)
-        prefetch_l2(nrec + 32 * i);
+    if (more) prefetch_record(nrec, l.tid, kBlock, b); /* the next record into L2 */
     const float gL = __uint_as_float(__ldg(rec + kRecG));
 
     /* a. S into shared memory, U into the D accumulators */
@@ -703,15 +793,9 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
           put_pair_t(Sp, Y::LS, 8 * nt + 2 * l.t, 32 * l.w + 16 * mt + l.g + 8 * hf,
                      sacc[mt][nt][2 * hf], sacc[mt][nt][2 * hf + 1]);
     float ad[NT][4], ao[NT][4];
-    {
-      const float *U = reinterpret_cast<const float *>(rec + kRecU) + c0 + 2 * l.t;
+    load_u_rows<NT>([&](unsigned nt, unsigned e) -> float & { return ad[nt][e]; }, rec, c0, ra, l.t, ntv);
 #pragma unroll
-      for (unsigned nt = 0; nt < NT; nt++) {
-        const float2 u0 = ld2_if(ntv[nt], U + ra * kDv + 8 * nt), u1 = ld2_if(ntv[nt], U + rb * kDv + 8 * nt);
-        ad[nt][0] = u0.x, ad[nt][1] = u0.y, ad[nt][2] = u1.x, ad[nt][3] = u1.y;
-        ao[nt][0] = ao[nt][1] = ao[nt][2] = ao[nt][3] = 0.0f;
-      }
-    }
+    for (unsigned nt = 0; nt < NT; nt++) ao[nt][0] = ao[nt][1] = ao[nt][2] = ao[nt][3] = 0.0f;
     __syncthreads();
 
     /* b. D = U + (-W) S and O = Qs S, k over dk */
@@ -794,36 +878,18 @@ __device__ __forceinline__ void scan_chunks(float *smf, bf16 *o, float *state, c
       wt = ld_tile(nrec + kRecW, REC_W, l.w, 0, lane);
       qt = ld_tile(nrec + kRecQ, REC_Q, l.w, 0, lane);
     }
-#pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++) {
-      if (!ntv[nt]) continue;
-#pragma unroll
-      for (unsigned hf = 0; hf < 2; hf++) {
-        const unsigned r = hf ? rb : ra;
-        if (r < L) {
-          const uint32_t pair = (uint32_t)f32_to_bf16(ao[nt][2 * hf]) |
-                                ((uint32_t)f32_to_bf16(ao[nt][2 * hf + 1]) << 16);
-          *reinterpret_cast<uint32_t *>(o + ((t0 + r) * p.nv + h) * p.dv + c0 + 8 * nt + 2 * l.t) = pair;
-        }
-      }
-    }
+    store_o_rows<NT>([&](unsigned nt, unsigned e) -> float & { return ao[nt][e]; }, o, p, h, c0, t0, L,
+                     ra, l.t, ntv);
     rec = nrec;
     /* No barrier here: the next step writes Sp (last read before this step's second
      * barrier) and, after its first barrier, Dp. */
   }
 
-  if (Sg) {
+  if (b.Sg) {
 #pragma unroll
     for (unsigned mt = 0; mt < 2; mt++)
-#pragma unroll
-      for (unsigned nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (unsigned hf = 0; hf < 2; hf++) {
-          const unsigned m = 32 * l.w + 16 * mt + l.g + 8 * hf;
-          if (m < p.dk && ntv[nt])
-            *reinterpret_cast<float2 *>(Sg + (size_t)m * p.dv + 8 * nt + 2 * l.t) =
-                make_float2(sacc[mt][nt][2 * hf], sacc[mt][nt][2 * hf + 1]);
-        }
+      store_state_rows<NT>([&](unsigned nt, unsigned e) -> float & { return sacc[mt][nt][e]; }, b.Sg, p,
+                           32 * l.w + 16 * mt + l.g, l.t, ntv);
   }
 }
 

@@ -56,18 +56,6 @@ __device__ __forceinline__ void put_planes(uint32_t hi, uint32_t lo, unsigned kc
  * of several sums in turn, so that no two in a row write the same accumulators: a chain of
  * dependent MMAs waits out each one's latency, several times the 16 cycles of tensor work
  * of m64n32k16. */
-/* U rows ra, rb of the block's columns into accumulator layout. */
-template <unsigned NT>
-__device__ __forceinline__ void load_u(float (&u)[4 * NT], const uint32_t *rec, unsigned c0,
-                                       unsigned ra, unsigned rb, unsigned t, const bool (&ntv)[NT]) {
-  const float *U = reinterpret_cast<const float *>(rec + kRecU) + c0 + 2 * t;
-#pragma unroll
-  for (unsigned nt = 0; nt < NT; nt++) {
-    const float2 u0 = ld2_if(ntv[nt], U + ra * kDv + 8 * nt), u1 = ld2_if(ntv[nt], U + rb * kDv + 8 * nt);
-    u[4 * nt] = u0.x, u[4 * nt + 1] = u0.y, u[4 * nt + 2] = u1.x, u[4 * nt + 3] = u1.y;
-  }
-}
-
 template <unsigned NT>
 __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, float *state,
                                                const int *cu, const int *slots, const float *wsf,
@@ -75,15 +63,9 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
   using Y = layout_wg<NT>;
   constexpr unsigned BV = Y::BV, NA = BV / 2;
   using SS = sm90::wgmma_ss<BV>;
-  const uint32_t *ws = reinterpret_cast<const uint32_t *>(wsf);
-  const unsigned nvs = (p.dv + BV - 1) / BV;
-  const unsigned seq = blockIdx.x / (p.nv * nvs), rem = blockIdx.x % (p.nv * nvs);
-  const unsigned h = rem / nvs, cb = rem % nvs, c0 = cb * BV; /* c0: first value column */
-  if (seq >= p.s) return;
-  const int ts = cu[seq], te = cu[seq + 1];
-  if (ts < 0 || te <= ts) return; /* an empty sequence leaves its state as it was */
-  const int slot = slots[seq];
-  float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * p.dk * p.dv + c0;
+  scan_part b;
+  if (!scan_part_of<BV>(b, state, cu, slots, p)) return;
+  const unsigned h = b.h, c0 = b.c0;
   const lane_ids l = lanes();
   const unsigned lane = l.tid & 31;
   const unsigned nkb = (p.dk + 15) / 16;
@@ -93,8 +75,8 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
   for (unsigned nt = 0; nt < NT; nt++) ntv[nt] = c0 + 8 * nt < p.dv;
   const uint32_t s0 = sm90::smem_u32(smem);
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Y::BAR); /* A buffers 0, 1; B */
-  const size_t nch = ((size_t)(te - ts) + kCh - 1) / kCh, chunk0 = first_chunk(cu, seq);
-  const uint32_t *rec = ws + (chunk0 * p.nv + h) * kRec;
+  const size_t nch = chunks_of(b), ts = (size_t)b.ts, te = (size_t)b.te;
+  const uint32_t *rec = first_record(b, cu, wsf, p);
   const size_t rstep = (size_t)p.nv * kRec; /* one chunk on in the workspace */
   if (l.tid == 0) {
     for (unsigned i = 0; i < 3; i++) sm90::mbar_init(&bar[i]);
@@ -107,36 +89,27 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
   float sacc[2][NA];
 #pragma unroll
   for (unsigned hh = 0; hh < 2; hh++)
-#pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++)
-#pragma unroll
-      for (unsigned hf = 0; hf < 2; hf++) {
-        const unsigned m = 64 * hh + 16 * l.w + l.g + 8 * hf;
-        const float2 v = ld2_if(Sg && m < p.dk && ntv[nt], Sg + (size_t)m * p.dv + 8 * nt + 2 * l.t);
-        sacc[hh][4 * nt + 2 * hf] = v.x;
-        sacc[hh][4 * nt + 2 * hf + 1] = v.y;
-      }
+    load_state_rows<NT>([&](unsigned nt, unsigned e) -> float & { return sacc[hh][4 * nt + e]; }, b.Sg, p,
+                        64 * hh + 16 * l.w + l.g, l.t, ntv);
   /* S's planes whole (rows past dk are zero) */
   put_planes(s0 + Y::SH, s0 + Y::SL, 2 * l.w, sacc[0], lane);
   put_planes(s0 + Y::SH, s0 + Y::SL, 8 + 2 * l.w, sacc[1], lane);
-  const unsigned ra = 16 * l.w + l.g, rb = ra + 8; /* this lane's token rows of D and O */
+  const unsigned ra = 16 * l.w + l.g; /* this lane's token rows of D and O: ra, ra + 8 */
   float ad[NA];
-  load_u<NT>(ad, rec, c0, ra, rb, l.t, ntv);
+  load_u_rows<NT>([&](unsigned nt, unsigned e) -> float & { return ad[4 * nt + e]; }, rec, c0, ra, l.t, ntv);
   sm90::fence_proxy_async();
   __syncthreads(); /* the barriers are initialised, S is in its planes */
 
   float gL_next = __uint_as_float(__ldg(rec + kRecG));
 #pragma unroll 1
   for (size_t ci = 0; ci < nch; ci++) {
-    const size_t t0 = (size_t)ts + ci * kCh;
-    const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+    const size_t t0 = ts + ci * kCh;
+    const unsigned L = te - t0 < kCh ? (unsigned)(te - t0) : kCh;
     const bool more = ci + 1 < nch;
     const uint32_t *nrec = rec + rstep;
     const unsigned buf = (unsigned)(ci & 1);
     const unsigned char *Ab = smem + Y::A + buf * 2 * Y::RA;
-    if (ci + 2 < nch) /* 128-byte lines of the record after next into L2, a share each */
-      for (unsigned i = l.tid + kBlock * cb; i < (unsigned)(kRec / 32); i += kBlock * nvs)
-        prefetch_l2(nrec + rstep + 32 * i);
+    if (ci + 2 < nch) prefetch_record(nrec + rstep, l.tid, kBlock, b); /* the one after next */
     /* Accumulators are set only while no MMA is in flight (else ptxas serializes them all):
      * O's zeros and S's decay come first. */
     const float gL = gL_next; /* loaded a step ahead: the decay is the step's first use */
@@ -214,7 +187,8 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
       sm90::wgmma_commit();
     }
     float un[NA]; /* the next chunk's U, in flight while the last MMAs run */
-    if (more) load_u<NT>(un, nrec, c0, ra, rb, l.t, ntv);
+    if (more)
+      load_u_rows<NT>([&](unsigned nt, unsigned e) -> float & { return un[4 * nt + e]; }, nrec, c0, ra, l.t, ntv);
     sm90::wgmma_wait0();
     sm90::pin(ao);
     sm90::pin(ao2);
@@ -230,19 +204,8 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
 #pragma unroll
       for (unsigned i = 0; i < NA; i++) ad[i] = un[i];
     }
-#pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++) {
-      if (!ntv[nt]) continue;
-#pragma unroll
-      for (unsigned hf = 0; hf < 2; hf++) {
-        const unsigned r = hf ? rb : ra;
-        if (r < L) {
-          const uint32_t pair = (uint32_t)f32_to_bf16(ao[4 * nt + 2 * hf]) |
-                                ((uint32_t)f32_to_bf16(ao[4 * nt + 2 * hf + 1]) << 16);
-          *reinterpret_cast<uint32_t *>(o + ((t0 + r) * p.nv + h) * p.dv + c0 + 8 * nt + 2 * l.t) = pair;
-        }
-      }
-    }
+    store_o_rows<NT>([&](unsigned nt, unsigned e) -> float & { return ao[4 * nt + e]; }, o, p, h, c0, t0, L,
+                     ra, l.t, ntv);
     if (more) {
       sm90::fence_proxy_async();
       __syncthreads(); /* every MMA of this chunk is done: both buffers are free */
@@ -256,17 +219,10 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     rec = nrec;
   }
 
-  if (Sg) {
+  if (b.Sg) {
 #pragma unroll
     for (unsigned hh = 0; hh < 2; hh++)
-#pragma unroll
-      for (unsigned nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (unsigned hf = 0; hf < 2; hf++) {
-          const unsigned m = 64 * hh + 16 * l.w + l.g + 8 * hf;
-          if (m < p.dk && ntv[nt])
-            *reinterpret_cast<float2 *>(Sg + (size_t)m * p.dv + 8 * nt + 2 * l.t) =
-                make_float2(sacc[hh][4 * nt + 2 * hf], sacc[hh][4 * nt + 2 * hf + 1]);
-        }
+      store_state_rows<NT>([&](unsigned nt, unsigned e) -> float & { return sacc[hh][4 * nt + e]; }, b.Sg, p,
+                           64 * hh + 16 * l.w + l.g, l.t, ntv);
   }
 }
