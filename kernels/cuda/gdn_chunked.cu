@@ -36,6 +36,7 @@
 #include "common.cuh"
 
 #if !defined(__HIP_PLATFORM_AMD__)
+#include "sm80.cuh"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "sm90a.cuh"
 #endif
@@ -46,7 +47,9 @@ static_assert(kBlock == 128, "the chunked delta rule is written for 4 warps of 3
 constexpr unsigned kCh = 64;  /* tokens per chunk */
 constexpr unsigned kDk = 128; /* largest key head dim */
 constexpr unsigned kDv = 128; /* largest value head dim */
-constexpr unsigned kLdA = 68; /* row stride of A, T and the product slabs in phase 0 */
+constexpr unsigned kLdA = 68; /* row stride of A, T and the slabs in phase 0 */
+constexpr unsigned kLdS = 136; /* row stride of phase 0's staged K and Q (8-byte reads of rows
+                                  g, columns 2t: distinct banks in each half warp) */
 
 /* Workspace record of one (chunk, value head), in 32-bit words.  A region holds a matrix
  * of nm x nk tiles of 16x16 (m: rows / 16, k: columns / 16) as two planes, the hi then the
@@ -77,11 +80,13 @@ template <unsigned NT> struct layout1 {
   static constexpr unsigned S = 0, D = S + BV * LS, end = D + BV * LD;
 };
 
-/* Shared memory (words): phase 0 uses G, beta, two scale rows, A (then the product slabs)
- * and T; phase 1 the layout above. */
-constexpr unsigned kSmem0 = 4 * kCh + 2 * kCh * kLdA;
+/* Shared memory (words): phase 0 uses G, beta and three scale rows, then the chunk's K and Q
+ * (for K K^T and Q K^T), in whose place come A (then the slabs) and T's hi and lo parts;
+ * phase 1 the layout above.  Dynamic shared memory (kernels.def's rows state its size). */
+constexpr unsigned kSmem0 = 5 * kCh + 2 * kCh * kLdS;
+static_assert(3 * kCh * kLdA <= 2 * kCh * kLdS, "A, T hi and T lo fit where K and Q were");
 constexpr unsigned kSmem = kSmem0 > layout1<4>::end ? kSmem0 : layout1<4>::end;
-static_assert(kSmem * 4 <= 48 * 1024 && layout1<2>::end <= kSmem, "static shared memory of one block");
+static_assert(layout1<2>::end <= kSmem, "phase 1's layouts fit");
 
 #ifndef GDN_CHUNKED_EMULATED /* a host emulation supplies these */
 __device__ __forceinline__ float tf32(float x) {
@@ -178,41 +183,6 @@ template <bool RN = false>
 __device__ __forceinline__ void split_a(const float a[4], float ah[4], float al[4]) {
 #pragma unroll
   for (unsigned i = 0; i < 4; i++) split<RN>(a[i], ah[i], al[i]);
-}
-
-/* B fragment of 8-column tile nt from shared rows col, col + 1 (stride LD). */
-template <unsigned LD, bool RN = false>
-__device__ __forceinline__ void b_shared(const float *Bs, unsigned col, unsigned nt, unsigned g,
-                                         float bh[2], float bl[2]) {
-  split<RN>(Bs[col * LD + 8 * nt + g], bh[0], bl[0]);
-  split<RN>(Bs[(col + 1) * LD + 8 * nt + g], bh[1], bl[1]);
-}
-
-/* acc[nt] += A B for a warp's 16-row tile (this lane's rows pa, pb, in shared memory)
- * times B in shared memory (k rows, NT 8-column tiles), over k steps [0, nks); phase 0's
- * W and U. */
-template <unsigned NT, unsigned LD>
-__device__ __forceinline__ void shared_rows_times_shared(float acc[NT][4], const float *pa,
-                                                         const float *pb, const float *Bs,
-                                                         unsigned nks, const bool ntv[NT],
-                                                         const lane_ids &l) {
-#pragma unroll 2
-  for (unsigned k = 0; k < nks; k++) {
-    const unsigned col = 8 * k + 2 * l.t;
-    const float2 x = *reinterpret_cast<const float2 *>(pa + col);
-    const float2 y = *reinterpret_cast<const float2 *>(pb + col);
-    const float a[4] = {x.x, y.x, x.y, y.y};
-    float ah[4], al[4];
-    split_a<true>(a, ah, al);
-#pragma unroll
-    for (unsigned nt = 0; nt < NT; nt++) {
-      if (ntv[nt]) {
-        float bh[2], bl[2];
-        b_shared<LD, true>(Bs, col, nt, l.g, bh, bl);
-        mma3(acc[nt], ah, al, bh, bl);
-      }
-    }
-  }
 }
 
 /* x = hi + lo in bf16 for x0 (low halves) and x1 (high halves). */
@@ -357,14 +327,24 @@ __device__ __forceinline__ void tri_unit(const float *As, float *Xs, unsigned i,
   *reinterpret_cast<float4 *>(Tij + 4) = make_float4(-acc[4], -acc[5], -acc[6], -acc[7]);
 }
 
-/* This thread's 8 float4 of slab sl (64 tokens x 64 columns: K's columns 64 sl.. for
- * sl < nsk, else V's columns 64 (sl - nsk)..), zero past L tokens and past dk / dv. */
-__device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, unsigned nsk, const float *K,
-                                          const float *V, unsigned L, const shape &p,
-                                          unsigned tid) {
-  const bool isk = sl < nsk;
-  const unsigned cs = 64 * (isk ? sl : sl - nsk), lim = isk ? p.dk : p.dv;
-  const float *src = isk ? K : V;
+/* The chunk's slabs of 64 tokens x 64 columns, in the order phase 0 takes them: K's columns
+ * (nsk slabs), V's (nsv), Q's (nsk). */
+struct slabs {
+  const float *K, *V, *Q;
+  unsigned nsk, nsv, n;
+  __device__ __forceinline__ unsigned kind(unsigned sl) const { /* 0 K, 1 V, 2 Q */
+    return sl < nsk ? 0u : sl < nsk + nsv ? 1u : 2u;
+  }
+  __device__ __forceinline__ unsigned first_col(unsigned sl) const {
+    return 64 * (sl < nsk ? sl : sl < nsk + nsv ? sl - nsk : sl - nsk - nsv);
+  }
+};
+
+/* This thread's 8 float4 of slab sl, zero past L tokens and past dk / dv. */
+__device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, const slabs &sb, unsigned L,
+                                          const shape &p, unsigned tid) {
+  const unsigned kind = sb.kind(sl), cs = sb.first_col(sl), lim = kind == 1 ? p.dv : p.dk;
+  const float *src = kind == 0 ? sb.K : kind == 1 ? sb.V : sb.Q;
 #pragma unroll
   for (unsigned u = 0; u < 8; u++) {
     const unsigned i = tid + kBlock * u, r = i / 16, c = cs + 4 * (i % 16);
@@ -373,7 +353,6 @@ __device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, unsigned nsk
   }
 }
 
-template <unsigned KQ>
 __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
                                            const float *beta, const int *cu, float *wsf,
                                            const shape &p) {
@@ -397,20 +376,23 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const float *K = qkv + t0 * p.C + (size_t)(p.nk + kh) * p.dk;
   const float *V = qkv + t0 * p.C + 2 * (size_t)p.nk * p.dk + (size_t)h * p.dv;
   uint32_t *rec = reinterpret_cast<uint32_t *>(wsf) + (j * p.nv + h) * kRec;
-  float *gs = sm, *bs = sm + kCh, *sw = sm + 2 * kCh, *sd = sm + 3 * kCh;
-  float *As = sm + 4 * kCh, *Xs = As + kCh * kLdA;
+  float *gs = sm, *bs = sm + kCh, *sw = sm + 2 * kCh, *sd = sm + 3 * kCh, *eg = sm + 4 * kCh;
+  float *As = sm + 5 * kCh, *Xs = As + kCh * kLdA, *Xl = Xs + kCh * kLdA;
+  float *Ks = sm + 5 * kCh, *Qt = Ks + kCh * kLdS; /* until A is written */
   const lane_ids l = lanes();
   const unsigned lane = l.tid & 31;
 
-  { /* the chunk's q, k and v rows start their way to L2 while G is summed */
-    const unsigned lk = (p.dk + 31) / 32, lv = (p.dv + 31) / 32; /* 128-byte lines per row */
-    const unsigned per = 2 * lk + lv;
-    for (unsigned i = l.tid; i < L * per; i += kBlock) {
-      const unsigned r = i / per, c = i % per;
-      prefetch_l2(c < lk       ? Q + r * p.C + 32 * c
-                  : c < 2 * lk ? K + r * p.C + 32 * (c - lk)
-                               : V + r * p.C + 32 * (c - 2 * lk));
+  { /* the chunk's K and Q rows into shared memory (zero past L tokens) and its V rows
+     * into L2 while G is summed */
+    const unsigned n4 = p.dk / 4; /* 16-byte pieces of a row */
+    for (unsigned i = l.tid; i < 2 * kCh * n4; i += kBlock) {
+      const unsigned m = i / (kCh * n4), r = (i / n4) % kCh, c = 4 * (i % n4);
+      const float *src = (m ? Q : K) + (r < L ? r * p.C + c : 0);
+      sm80::cp_async16(sm80::smem_u32((m ? Qt : Ks) + r * kLdS + c), src, r < L ? 16u : 0u);
     }
+    sm80::cp_commit();
+    const unsigned lv = (p.dv + 31) / 32; /* 128-byte lines per row */
+    for (unsigned i = l.tid; i < L * lv; i += kBlock) prefetch_l2(V + (i / lv) * p.C + 32 * (i % lv));
   }
   if (l.tid < kCh) {
     const bool in = l.tid < L;
@@ -428,89 +410,94 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     const bool in = l.tid < L;
     sw[l.tid] = in ? bs[l.tid] * expf(G) : 0.0f;       /* rows of W's right factor */
     sd[l.tid] = in ? expf(gs[kCh - 1] - G) : 0.0f;     /* columns of Kd^T */
+    eg[l.tid] = in ? expf(G) : 0.0f;                   /* rows of Qs */
     if (l.tid == 0) rec[kRecG] = __float_as_uint(expf(gs[kCh - 1]));
   }
 
-  /* Warp w: rows 16w..16w+15 of K K^T and Q K^T, column tiles up to the diagonal; KQ k
-   * steps per iteration, their loads issued together. */
-  const unsigned ra = 16 * l.w + l.g, rb = ra + 8;
-  const unsigned ntiles = 2 * l.w + 2;
-  float kk[8][4], qk[8][4];
+  /* K K^T (warps 0, 1) and Q K^T (warps 2, 3), 8-column tiles up to the diagonal.  A warp
+   * takes two 16-row tiles, 0 and 3 or 1 and 2, so each has ten column tiles (by rows, the
+   * fourth warp had eight and the first two).  Fragments come from the staged K and Q; a B
+   * fragment of K is split once for both row tiles. */
+  const bool isq = l.w >= 2;
+  const unsigned rt[2] = {l.w & 1u, 3u - (l.w & 1u)}; /* the row tiles */
+  const unsigned ntl[2] = {2 * rt[0] + 2, 2 * rt[1] + 2};
+  const float *Ar = isq ? Qt : Ks;
+  float acc0[2][8][4];
 #pragma unroll
-  for (unsigned nt = 0; nt < 8; nt++)
+  for (unsigned i = 0; i < 2; i++)
 #pragma unroll
-    for (unsigned e = 0; e < 4; e++) kk[nt][e] = qk[nt][e] = 0.0f;
-  const unsigned nks = p.dk / 8;
-#pragma unroll 1
-  for (unsigned k0 = 0; k0 < nks; k0 += KQ) {
-    float2 ka[KQ], kb[KQ], qa[KQ], qb[KQ], kn[KQ][8];
+    for (unsigned nt = 0; nt < 8; nt++)
 #pragma unroll
-    for (unsigned q = 0; q < KQ; q++) {
-      const bool ok = k0 + q < nks;
-      const unsigned col = 8 * (k0 + q) + 2 * l.t;
-      ka[q] = ld2_if(ok && ra < L, K + ra * p.C + col);
-      kb[q] = ld2_if(ok && rb < L, K + rb * p.C + col);
-      qa[q] = ld2_if(ok && ra < L, Q + ra * p.C + col);
-      qb[q] = ld2_if(ok && rb < L, Q + rb * p.C + col);
+      for (unsigned e = 0; e < 4; e++) acc0[i][nt][e] = 0.0f;
+  sm80::cp_wait<0>();
+  __syncthreads();
+#pragma unroll 2
+  for (unsigned k = 0; k < p.dk / 8; k++) {
+    const unsigned col = 8 * k + 2 * l.t;
+    float ah[2][4], al[2][4];
 #pragma unroll
-      for (unsigned nt = 0; nt < 8; nt++)
-        kn[q][nt] = ld2_if(ok && nt < ntiles && 8 * nt + l.g < L, K + (8 * nt + l.g) * p.C + col);
+    for (unsigned i = 0; i < 2; i++) {
+      const unsigned ra = 16 * rt[i] + l.g;
+      const float2 x = *reinterpret_cast<const float2 *>(Ar + ra * kLdS + col);
+      const float2 y = *reinterpret_cast<const float2 *>(Ar + (ra + 8) * kLdS + col);
+      const float a[4] = {x.x, y.x, x.y, y.y};
+      split_a(a, ah[i], al[i]);
     }
 #pragma unroll
-    for (unsigned q = 0; q < KQ; q++) {
-      if (k0 + q < nks) {
-        const float ak[4] = {ka[q].x, kb[q].x, ka[q].y, kb[q].y};
-        const float aq[4] = {qa[q].x, qb[q].x, qa[q].y, qb[q].y};
-        float akh[4], akl[4], aqh[4], aql[4];
-        split_a(ak, akh, akl);
-        split_a(aq, aqh, aql);
+    for (unsigned nt = 0; nt < 8; nt++) {
+      if (nt < ntl[1]) {
+        const float2 b = *reinterpret_cast<const float2 *>(Ks + (8 * nt + l.g) * kLdS + col);
+        float bh[2], bl[2];
+        split(b.x, bh[0], bl[0]);
+        split(b.y, bh[1], bl[1]);
+        if (nt < ntl[0]) mma3(acc0[0][nt], ah[0], al[0], bh, bl);
+        mma3(acc0[1][nt], ah[1], al[1], bh, bl);
+      }
+    }
+  }
+  __syncthreads(); /* A is written where K and Q were */
+  /* A = strictly_lower(beta_r (k_r.k_c) e^(G_r - G_c)) into As (rows past L zero), or
+   * M = lower((q_r.k_c) e^(G_r - G_c)) as the record's tiles, the zeros above the diagonal
+   * included (wgmma multiplies them). */
 #pragma unroll
-        for (unsigned nt = 0; nt < 8; nt++) {
-          if (nt < ntiles) {
-            float bh[2], bl[2];
-            split(kn[q][nt].x, bh[0], bl[0]);
-            split(kn[q][nt].y, bh[1], bl[1]);
-            mma3(kk[nt], akh, akl, bh, bl);
-            mma3(qk[nt], aqh, aql, bh, bl);
-          }
+  for (unsigned i = 0; i < 2; i++) {
+    const unsigned ra = 16 * rt[i] + l.g, rb = ra + 8;
+#pragma unroll
+    for (unsigned nt = 0; nt < 8; nt++) {
+      if (nt < ntl[i]) {
+#pragma unroll
+        for (unsigned e = 0; e < 4; e++) {
+          const unsigned r = e < 2 ? ra : rb, c = 8 * nt + 2 * l.t + (e & 1);
+          const bool lower = r < L && c <= r; /* c <= r < L */
+          const float decay = lower ? expf(gs[r] - gs[c]) : 0.0f;
+          if (isq)
+            acc0[i][nt][e] = lower ? acc0[i][nt][e] * decay : 0.0f;
+          else
+            As[r * kLdA + c] = lower && c < r ? bs[r] * acc0[i][nt][e] * decay : 0.0f;
         }
       }
     }
-  }
+    if (isq) {
 #pragma unroll
-  for (unsigned nt = 0; nt < 8; nt++) {
-    if (nt < ntiles) {
-      float m[4];
+      for (unsigned kb = 0; kb < 4; kb++) {
+        float c0[4], c1[4]; /* tiles past the row tile's diagonal were not computed */
 #pragma unroll
-      for (unsigned e = 0; e < 4; e++) {
-        const unsigned r = e < 2 ? ra : rb, c = 8 * nt + 2 * l.t + (e & 1);
-        const bool lower = r < L && c <= r; /* c <= r < L */
-        const float decay = lower ? expf(gs[r] - gs[c]) : 0.0f;
-        m[e] = lower ? qk[nt][e] * decay : 0.0f;
-        As[r * kLdA + c] = lower && c < r ? bs[r] * kk[nt][e] * decay : 0.0f;
+        for (unsigned e = 0; e < 4; e++) {
+          c0[e] = kb <= rt[i] ? acc0[i][2 * kb][e] : 0.0f;
+          c1[e] = kb <= rt[i] ? acc0[i][2 * kb + 1][e] : 0.0f;
+        }
+        put_acc_tile(rec + kRecM, REC_M, rt[i], kb, lane, c0, c1, 1.0f);
       }
-#pragma unroll
-      for (unsigned e = 0; e < 4; e++) qk[nt][e] = m[e];
     }
-  }
-  /* M's 16x16 tiles, the zeros above the diagonal included (wgmma multiplies them) */
-#pragma unroll
-  for (unsigned kb = 0; kb < 4; kb++) {
-    float c0[4], c1[4]; /* tiles past the warp's 2w + 2 column tiles were not computed */
-#pragma unroll
-    for (unsigned e = 0; e < 4; e++) {
-      c0[e] = kb <= l.w ? qk[2 * kb][e] : 0.0f;
-      c1[e] = kb <= l.w ? qk[2 * kb + 1][e] : 0.0f;
-    }
-    put_acc_tile(rec + kRecM, REC_M, l.w, kb, lane, c0, c1, 1.0f);
   }
   __syncthreads();
 
-
   /* The first slab of W's and U's right factors (below) is loaded during the inverse. */
-  const unsigned nsk = (p.dk + 63) / 64, nsv = (p.dv + 63) / 64;
+  slabs sb;
+  sb.K = K, sb.V = V, sb.Q = Q;
+  sb.nsk = (p.dk + 63) / 64, sb.nsv = (p.dv + 63) / 64, sb.n = 2 * sb.nsk + sb.nsv;
   float4 slab[8];
-  load_slab(slab, 0, nsk, K, V, L, p, l.tid);
+  load_slab(slab, 0, sb, L, p, l.tid);
 
   /* T = (I + A)^-1 in 16x16 blocks (T_ii, T_ij for i > j; block rows and columns of 16
    * tokens), f32 throughout.  First the four diagonal blocks at once, T_ii = (I + A_ii)^-1
@@ -554,79 +541,124 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   __syncthreads();
   if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
   __syncthreads();
+  /* T's tf32 hi parts stay in Xs, the lo parts go to Xl: split once for all the slabs */
+  for (unsigned i = l.tid; i < kCh * kCh / 4; i += kBlock) {
+    const unsigned r = i / 16, c = 4 * (i % 16);
+    const float4 x = *reinterpret_cast<const float4 *>(Xs + r * kLdA + c);
+    float4 h, lo;
+    split<true>(x.x, h.x, lo.x);
+    split<true>(x.y, h.y, lo.y);
+    split<true>(x.z, h.z, lo.z);
+    split<true>(x.w, h.w, lo.w);
+    *reinterpret_cast<float4 *>(Xs + r * kLdA + c) = h;
+    *reinterpret_cast<float4 *>(Xl + r * kLdA + c) = lo;
+  }
+  __syncthreads();
 
-  /* W = T (diag(beta e^G) K) and U = T (diag(beta) V), 64 columns at a time: the slab in
-   * shared memory (where A was), warp w's rows 16w.. of T (lower triangular: k steps up to
-   * the diagonal). */
-  const bool all8[8] = {true, true, true, true, true, true, true, true};
+  /* One slab at a time in shared memory (where A was), the next one's loads in flight:
+   * - K and V: W = T (diag(beta e^G) K) and U = T (diag(beta) V).  Warp w takes the slab's
+   *   columns 16w..16w+15 for all four row tiles of T (lower triangular: row tile R has
+   *   2R + 2 k steps), so the warps do equal work; each B fragment is scaled and split once.
+   *   A K slab also gives Kd^T = (K e^(G_L - G))^T, dk rows 16w.. of the slab.
+   * - Q: Qs = Q e^G, dk columns 16w.. of the slab.
+   * Every sum runs over k in the order the record has always been computed in. */
   float *Uf = reinterpret_cast<float *>(rec + kRecU);
+  const unsigned nkb = (p.dk + 15) / 16; /* Qs' and -W's dk tiles */
 #pragma unroll 1
-  for (unsigned sl = 0; sl < nsk + nsv; sl++) {
-    const bool isk = sl < nsk;
-    const unsigned cs = 64 * (isk ? sl : sl - nsk);
-    const float *scl = isk ? sw : bs;
+  for (unsigned sl = 0; sl < sb.n; sl++) {
+    const unsigned kind = sb.kind(sl), cs = sb.first_col(sl);
 #pragma unroll
     for (unsigned u = 0; u < 8; u++) {
       const unsigned i = l.tid + kBlock * u, r = i / 16, c = 4 * (i % 16);
-      const float sc = scl[r];
-      const float4 v = slab[u];
-      *reinterpret_cast<float4 *>(As + r * kLdA + c) = make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
+      *reinterpret_cast<float4 *>(As + r * kLdA + c) = slab[u];
     }
     __syncthreads();
-    if (sl + 1 < nsk + nsv) load_slab(slab, sl + 1, nsk, K, V, L, p, l.tid);
-    float acc[8][4];
+    if (sl + 1 < sb.n) load_slab(slab, sl + 1, sb, L, p, l.tid);
+    const unsigned kt = cs / 16 + l.w; /* the warp's 16-column tile of K, V or Q */
+    if (kind < 2) {
+      const float *scl = kind == 0 ? sw : bs;
+      float acc[4][2][4];
 #pragma unroll
-    for (unsigned nt = 0; nt < 8; nt++)
+      for (unsigned R = 0; R < 4; R++)
 #pragma unroll
-      for (unsigned e = 0; e < 4; e++) acc[nt][e] = 0.0f;
-    shared_rows_times_shared<8, kLdA>(acc, Xs + ra * kLdA, Xs + rb * kLdA, As, 2 * l.w + 2, all8, l);
-    if (isk) {
+        for (unsigned j2 = 0; j2 < 2; j2++)
 #pragma unroll
-      for (unsigned kq = 0; kq < 4; kq++)
-        put_acc_tile(rec + kRecW, REC_W, l.w, 4 * sl + kq, lane, acc[2 * kq], acc[2 * kq + 1], -1.0f);
-    } else {
+          for (unsigned e = 0; e < 4; e++) acc[R][j2][e] = 0.0f;
+#pragma unroll 2
+      for (unsigned k = 0; k < 8; k++) {
+        const unsigned col = 8 * k + 2 * l.t;
+        const float s0 = scl[col], s1 = scl[col + 1];
+        float bh[2][2], bl[2][2];
 #pragma unroll
-      for (unsigned nt = 0; nt < 8; nt++) {
-        const unsigned c = cs + 8 * nt + 2 * l.t;
-        *reinterpret_cast<float2 *>(Uf + ra * kDv + c) = make_float2(acc[nt][0], acc[nt][1]);
-        *reinterpret_cast<float2 *>(Uf + rb * kDv + c) = make_float2(acc[nt][2], acc[nt][3]);
+        for (unsigned j2 = 0; j2 < 2; j2++) {
+          const unsigned n = 16 * l.w + 8 * j2 + l.g;
+          /* __fmul_rn: the product is rounded before the split, as when it was stored */
+          split<true>(__fmul_rn(As[col * kLdA + n], s0), bh[j2][0], bl[j2][0]);
+          split<true>(__fmul_rn(As[(col + 1) * kLdA + n], s1), bh[j2][1], bl[j2][1]);
+        }
+#pragma unroll
+        for (unsigned R = 0; R < 4; R++) {
+          if (k < 2 * R + 2) {
+            const unsigned ra = (16 * R + l.g) * kLdA + col, rb = ra + 8 * kLdA;
+            const float2 xh = *reinterpret_cast<const float2 *>(Xs + ra);
+            const float2 yh = *reinterpret_cast<const float2 *>(Xs + rb);
+            const float2 xl = *reinterpret_cast<const float2 *>(Xl + ra);
+            const float2 yl = *reinterpret_cast<const float2 *>(Xl + rb);
+            const float ah[4] = {xh.x, yh.x, xh.y, yh.y}, al[4] = {xl.x, yl.x, xl.y, yl.y};
+#pragma unroll
+            for (unsigned j2 = 0; j2 < 2; j2++) mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
+          }
+        }
+      }
+#pragma unroll
+      for (unsigned R = 0; R < 4; R++) {
+        if (kind == 0) {
+          put_acc_tile(rec + kRecW, REC_W, R, kt, lane, acc[R][0], acc[R][1], -1.0f);
+        } else {
+          const unsigned ra = 16 * R + l.g, rb = ra + 8;
+#pragma unroll
+          for (unsigned j2 = 0; j2 < 2; j2++) {
+            const unsigned c = cs + 16 * l.w + 8 * j2 + 2 * l.t;
+            *reinterpret_cast<float2 *>(Uf + ra * kDv + c) = make_float2(acc[R][j2][0], acc[R][j2][1]);
+            *reinterpret_cast<float2 *>(Uf + rb * kDv + c) = make_float2(acc[R][j2][2], acc[R][j2][3]);
+          }
+        }
+      }
+      if (kind == 0) {
+        /* Kd^T tile (m = kt, k = token tile kb): the slab is zero past L and past dk */
+#pragma unroll
+        for (unsigned kb = 0; kb < 4; kb++) {
+          float v[8];
+#pragma unroll
+          for (unsigned e = 0; e < 8; e++) {
+            /* e: (row g | g + 8) x (token 2t, 2t + 1 | 2t + 8, 2t + 9) in register order */
+            const unsigned m = 16 * l.w + l.g + ((e & 2) ? 8 : 0);
+            const unsigned tk = 16 * kb + 2 * l.t + (e & 1) + ((e & 4) ? 8 : 0);
+            v[e] = As[tk * kLdA + m] * sd[tk];
+          }
+          put_acc_tile(rec + kRecK, REC_K, kt, kb, lane, v, v + 4, 1.0f);
+        }
+      }
+    } else if (kt < nkb) {
+      /* Qs tile (m = token tile R, k = kt) */
+#pragma unroll
+      for (unsigned R = 0; R < 4; R++) {
+        const unsigned ra = 16 * R + l.g, rb = ra + 8, c = 16 * l.w + 2 * l.t;
+        const float ea = eg[ra], eb = eg[rb];
+        const float c0[4] = {As[ra * kLdA + c] * ea, As[ra * kLdA + c + 1] * ea,
+                             As[rb * kLdA + c] * eb, As[rb * kLdA + c + 1] * eb};
+        const float c1[4] = {As[ra * kLdA + c + 8] * ea, As[ra * kLdA + c + 9] * ea,
+                             As[rb * kLdA + c + 8] * eb, As[rb * kLdA + c + 9] * eb};
+        put_acc_tile(rec + kRecQ, REC_Q, R, kt, lane, c0, c1, 1.0f);
       }
     }
     __syncthreads(); /* the next slab overwrites As */
   }
-
-  /* Qs = Q e^G: warp w's token rows, all k tiles of dk */
-  {
-    const float ea = ra < L ? expf(gs[ra]) : 0.0f, eb = rb < L ? expf(gs[rb]) : 0.0f;
-    const unsigned nkb = (p.dk + 15) / 16;
+  /* Kd^T's rows past the K slabs (dk <= 64) are zero: wgmma multiplies them */
+  if (sb.nsk == 1) {
+    const float z[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (unsigned kb = 0; kb < kDk / 16; kb++) {
-      if (kb >= nkb) break;
-      const unsigned c = 16 * kb + 2 * l.t;
-      const bool lo8 = c < p.dk, hi8 = c + 8 < p.dk;
-      const float2 x0 = ld2_if(lo8 && ra < L, Q + ra * p.C + c), x1 = ld2_if(lo8 && rb < L, Q + rb * p.C + c);
-      const float2 y0 = ld2_if(hi8 && ra < L, Q + ra * p.C + c + 8), y1 = ld2_if(hi8 && rb < L, Q + rb * p.C + c + 8);
-      const float c0[4] = {x0.x * ea, x0.y * ea, x1.x * eb, x1.y * eb};
-      const float c1[4] = {y0.x * ea, y0.y * ea, y1.x * eb, y1.y * eb};
-      put_acc_tile(rec + kRecQ, REC_Q, l.w, kb, lane, c0, c1, 1.0f);
-    }
-  }
-  /* Kd^T = (K e^(G_L - G))^T: warp w's dk rows 32w.., all four token tiles (rows past dk
-   * zero: wgmma multiplies them) */
-#pragma unroll
-  for (unsigned mh = 0; mh < 2; mh++) {
-    const unsigned mt = 2 * l.w + mh, m0 = 16 * mt + l.g, m1 = m0 + 8;
-#pragma unroll
-    for (unsigned kb = 0; kb < 4; kb++) {
-      float v[8];
-#pragma unroll
-      for (unsigned e = 0; e < 8; e++) {
-        /* e: (row m0 | m1) x (token 2t, 2t + 1 | 2t + 8, 2t + 9) in register order */
-        const unsigned m = (e & 2) ? m1 : m0, tk = 16 * kb + 2 * l.t + (e & 1) + ((e & 4) ? 8 : 0);
-        v[e] = tk < L && m < p.dk ? __ldg(K + tk * p.C + m) * sd[tk] : 0.0f;
-      }
-      put_acc_tile(rec + kRecK, REC_K, mt, kb, lane, v, v + 4, 1.0f);
-    }
+    for (unsigned kb = 0; kb < 4; kb++) put_acc_tile(rec + kRecK, REC_K, 4 + l.w, kb, lane, z, z + 4, 1.0f);
   }
 }
 
@@ -909,9 +941,7 @@ __device__ __forceinline__ bool shape_of(shape &p, const float *ws, unsigned s, 
   return true;
 }
 
-/* The mma.sync kernels' body.  KQ: k steps of K K^T / Q K^T whose loads phase 0 issues
- * together. */
-template <unsigned KQ>
+/* The mma.sync kernels' body. */
 __device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qkv, const float *g,
                                              const float *beta, float *state, const int *cu_seqlens,
                                              const int *slots, float *ws, unsigned s, unsigned nk,
@@ -919,7 +949,7 @@ __device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qk
   shape p;
   if (!shape_of(p, ws, s, nk, nv, dk, dv)) return;
   if (phase == 0) {
-    prep_chunk<KQ>(sm, qkv, g, beta, cu_seqlens, ws, p);
+    prep_chunk(sm, qkv, g, beta, cu_seqlens, ws, p);
   } else if (phase == 1) { /* 16 or 32 value columns a block, told apart by the grid */
     if (gridDim.x == s * nv * ((dv + 15) / 16))
       scan_chunks<2>(sm, o, state, cu_seqlens, slots, ws, p);
@@ -933,6 +963,12 @@ __device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qk
 #endif
 }  // namespace
 
+/* The mma.sync kernels' shared memory: kSmem words (kernels.def's rows). */
+extern __shared__ __align__(16) unsigned char smem_chunked[];
+static_assert(mk_shared("delta_rule_prefill_chunked") == kSmem * 4 &&
+                  mk_shared("delta_rule_prefill_chunked_prep") == kSmem * 4,
+              "kernels.def METRALE_KERNEL_SHARED rows of the mma.sync kernels");
+
 /* Two blocks per multiprocessor (255 registers): phase 1 with 16 columns runs 256 blocks at
  * one sequence of the a3b shape, and needs the registers. */
 extern "C" __global__ void __launch_bounds__(kBlock, 2)
@@ -940,8 +976,7 @@ delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g,
                                       const float *beta, float *state, const int *cu_seqlens,
                                       const int *slots, float *ws, unsigned s, unsigned nk,
                                       unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
-  __shared__ __align__(16) float sm[kSmem];
-  chunked_body<4>(sm, o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, phase);
+  chunked_body(reinterpret_cast<float *>(smem_chunked), o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, phase);
 }
 MK_CHECK(delta_rule_prefill_chunked, gdn_chunked);
 
@@ -954,8 +989,7 @@ delta_rule_prefill_chunked_prep(bf16 *o, const float *qkv, const float *g,
                                 const float *beta, float *state, const int *cu_seqlens,
                                 const int *slots, float *ws, unsigned s, unsigned nk,
                                 unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
-  __shared__ __align__(16) float sm[kSmem];
-  chunked_body<2>(sm, o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, phase);
+  chunked_body(reinterpret_cast<float *>(smem_chunked), o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, phase);
 }
 MK_CHECK(delta_rule_prefill_chunked_prep, gdn_chunked);
 
@@ -975,7 +1009,7 @@ delta_rule_prefill_chunked_wg(bf16 *o, const float *qkv, const float *g, const f
   shape p;
   if (!shape_of(p, ws, s, nk, nv, dk, dv)) return;
   if (phase == 0)
-    prep_chunk<2>(reinterpret_cast<float *>(smem_wg), qkv, g, beta, cu_seqlens, ws, p);
+    prep_chunk(reinterpret_cast<float *>(smem_wg), qkv, g, beta, cu_seqlens, ws, p);
   else if (phase == 1 && gridDim.x == s * nv * ((dv + 31) / 32))
     scan_chunks_wg<4>(smem_wg, o, state, cu_seqlens, slots, ws, p);
 }

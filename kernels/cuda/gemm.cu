@@ -73,6 +73,9 @@ __device__ __forceinline__ void store_out(void *y, size_t i, float v) {
 
 #if MK_GEMM_MMA
 /* ---- tensor cores: mma.sync m16n8k16 bf16 ------------------------------------------ */
+}  // namespace
+#include "sm80.cuh"
+namespace {
 namespace tc {
 constexpr unsigned BK = 32;     /* k per pipeline stage */
 constexpr unsigned GROUP_M = 8; /* tile rows a wave of blocks walks together */
@@ -87,15 +90,10 @@ __device__ __forceinline__ uint32_t dyn_smem_base() {
   return (smem_addr(gemm_dyn_smem) + 1023u) & ~1023u;
 }
 
-/* 16 bytes global -> shared without registers; bytes = 0 writes zeros (outside the matrix). */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, uint32_t bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+/* 16 bytes global -> shared without registers (sm80.cuh) */
+using sm80::cp_async16;
+using sm80::cp_commit;
+using sm80::cp_wait;
 __device__ __forceinline__ void st_shared16(uint32_t dst, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z),
                "r"(v.w)
