@@ -81,10 +81,10 @@ template <unsigned NT> struct layout1 {
 };
 
 /* Shared memory (words): phase 0 uses G, beta and three scale rows, then the chunk's K and Q
- * (for K K^T and Q K^T), in whose place come A (then the slabs) and T's hi and lo parts;
+ * (for K K^T and Q K^T), in whose place come A (then the slabs), T and its split fragments;
  * phase 1 the layout above.  Dynamic shared memory (kernels.def's rows state its size). */
 constexpr unsigned kSmem0 = 5 * kCh + 2 * kCh * kLdS;
-static_assert(3 * kCh * kLdA <= 2 * kCh * kLdS, "A, T hi and T lo fit where K and Q were");
+static_assert(2 * kCh * kLdA + 2 * kCh * kCh <= 2 * kCh * kLdS, "A, T and its hi and lo fragments fit where K and Q were");
 constexpr unsigned kSmem = kSmem0 > layout1<4>::end ? kSmem0 : layout1<4>::end;
 static_assert(layout1<2>::end <= kSmem, "phase 1's layouts fit");
 
@@ -327,6 +327,48 @@ __device__ __forceinline__ void tri_unit(const float *As, float *Xs, unsigned i,
   *reinterpret_cast<float4 *>(Tij + 4) = make_float4(-acc[4], -acc[5], -acc[6], -acc[7]);
 }
 
+/* acc[i] = (rows of row tile i of X) K^T for the 8-column tiles up to the diagonal, the row
+ * tiles P and 3 - P (P = 0 or 1: ten column tiles either way); X and K staged in shared
+ * memory (stride kLdS), k steps of 8 up to dk.  Each tile sums its three products in the
+ * order of mma3; the passes run across all tiles so that independent mma fill the latency. */
+template <unsigned P>
+__device__ __forceinline__ void kkt_rows(float acc[2][8][4], const float *X, const float *Ks,
+                                         unsigned dk, const lane_ids &l) {
+  constexpr unsigned R0 = P, R1 = 3 - P, N0 = 2 * R0 + 2, N1 = 2 * R1 + 2; /* tiles, their widths */
+#pragma unroll
+  for (unsigned i = 0; i < 2; i++)
+#pragma unroll
+    for (unsigned nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (unsigned e = 0; e < 4; e++) acc[i][nt][e] = 0.0f;
+#pragma unroll 1
+  for (unsigned k = 0; k < dk / 8; k++) {
+    const unsigned col = 8 * k + 2 * l.t;
+    float ah[2][4], al[2][4], bh[N1][2], bl[N1][2];
+#pragma unroll
+    for (unsigned i = 0; i < 2; i++) {
+      const unsigned ra = 16 * (i ? R1 : R0) + l.g;
+      const float2 x = *reinterpret_cast<const float2 *>(X + ra * kLdS + col);
+      const float2 y = *reinterpret_cast<const float2 *>(X + (ra + 8) * kLdS + col);
+      const float a[4] = {x.x, y.x, x.y, y.y};
+      split_a(a, ah[i], al[i]);
+    }
+#pragma unroll
+    for (unsigned nt = 0; nt < N1; nt++) {
+      const float2 b = *reinterpret_cast<const float2 *>(Ks + (8 * nt + l.g) * kLdS + col);
+      split(b.x, bh[nt][0], bl[nt][0]);
+      split(b.y, bh[nt][1], bl[nt][1]);
+    }
+#pragma unroll
+    for (unsigned pass = 0; pass < 3; pass++)
+#pragma unroll
+      for (unsigned i = 0; i < 2; i++)
+#pragma unroll
+        for (unsigned nt = 0; nt < (i ? N1 : N0); nt++)
+          mma(acc[i][nt], pass == 0 ? al[i] : ah[i], pass == 1 ? bl[nt] : bh[nt]);
+  }
+}
+
 /* The chunk's slabs of 64 tokens x 64 columns, in the order phase 0 takes them: K's columns
  * (nsk slabs), V's (nsv), Q's (nsk). */
 struct slabs {
@@ -377,18 +419,24 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const float *V = qkv + t0 * p.C + 2 * (size_t)p.nk * p.dk + (size_t)h * p.dv;
   uint32_t *rec = reinterpret_cast<uint32_t *>(wsf) + (j * p.nv + h) * kRec;
   float *gs = sm, *bs = sm + kCh, *sw = sm + 2 * kCh, *sd = sm + 3 * kCh, *eg = sm + 4 * kCh;
-  float *As = sm + 5 * kCh, *Xs = As + kCh * kLdA, *Xl = Xs + kCh * kLdA;
+  float *As = sm + 5 * kCh, *Xs = As + kCh * kLdA;
+  float *Th = Xs + kCh * kLdA, *Tl = Th + kCh * kCh; /* T's split A fragments (below) */
   float *Ks = sm + 5 * kCh, *Qt = Ks + kCh * kLdS; /* until A is written */
   const lane_ids l = lanes();
   const unsigned lane = l.tid & 31;
 
   { /* the chunk's K and Q rows into shared memory (zero past L tokens) and its V rows
      * into L2 while G is summed */
-    const unsigned n4 = p.dk / 4; /* 16-byte pieces of a row */
-    for (unsigned i = l.tid; i < 2 * kCh * n4; i += kBlock) {
-      const unsigned m = i / (kCh * n4), r = (i / n4) % kCh, c = 4 * (i % n4);
-      const float *src = (m ? Q : K) + (r < L ? r * p.C + c : 0);
-      sm80::cp_async16(sm80::smem_u32((m ? Qt : Ks) + r * kLdS + c), src, r < L ? 16u : 0u);
+    const unsigned c = 4 * (l.tid & 31); /* this lane's 16 bytes of a row, rows w, w + 4, .. */
+    if (c < p.dk) {
+      const uint32_t ks = sm80::smem_u32(Ks + l.w * kLdS + c), qs = sm80::smem_u32(Qt + l.w * kLdS + c);
+#pragma unroll 4
+      for (unsigned r = l.w; r < kCh; r += 4) {
+        const uint32_t off = (r - l.w) * kLdS * 4, n = r < L ? 16u : 0u;
+        const size_t go = r < L ? r * p.C + c : 0;
+        sm80::cp_async16(ks + off, K + go, n);
+        sm80::cp_async16(qs + off, Q + go, n);
+      }
     }
     sm80::cp_commit();
     const unsigned lv = (p.dv + 31) / 32; /* 128-byte lines per row */
@@ -423,38 +471,12 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const unsigned ntl[2] = {2 * rt[0] + 2, 2 * rt[1] + 2};
   const float *Ar = isq ? Qt : Ks;
   float acc0[2][8][4];
-#pragma unroll
-  for (unsigned i = 0; i < 2; i++)
-#pragma unroll
-    for (unsigned nt = 0; nt < 8; nt++)
-#pragma unroll
-      for (unsigned e = 0; e < 4; e++) acc0[i][nt][e] = 0.0f;
   sm80::cp_wait<0>();
   __syncthreads();
-#pragma unroll 2
-  for (unsigned k = 0; k < p.dk / 8; k++) {
-    const unsigned col = 8 * k + 2 * l.t;
-    float ah[2][4], al[2][4];
-#pragma unroll
-    for (unsigned i = 0; i < 2; i++) {
-      const unsigned ra = 16 * rt[i] + l.g;
-      const float2 x = *reinterpret_cast<const float2 *>(Ar + ra * kLdS + col);
-      const float2 y = *reinterpret_cast<const float2 *>(Ar + (ra + 8) * kLdS + col);
-      const float a[4] = {x.x, y.x, x.y, y.y};
-      split_a(a, ah[i], al[i]);
-    }
-#pragma unroll
-    for (unsigned nt = 0; nt < 8; nt++) {
-      if (nt < ntl[1]) {
-        const float2 b = *reinterpret_cast<const float2 *>(Ks + (8 * nt + l.g) * kLdS + col);
-        float bh[2], bl[2];
-        split(b.x, bh[0], bl[0]);
-        split(b.y, bh[1], bl[1]);
-        if (nt < ntl[0]) mma3(acc0[0][nt], ah[0], al[0], bh, bl);
-        mma3(acc0[1][nt], ah[1], al[1], bh, bl);
-      }
-    }
-  }
+  if (l.w & 1)
+    kkt_rows<1>(acc0, Ar, Ks, p.dk, l);
+  else
+    kkt_rows<0>(acc0, Ar, Ks, p.dk, l);
   __syncthreads(); /* A is written where K and Q were */
   /* A = strictly_lower(beta_r (k_r.k_c) e^(G_r - G_c)) into As (rows past L zero), or
    * M = lower((q_r.k_c) e^(G_r - G_c)) as the record's tiles, the zeros above the diagonal
@@ -541,17 +563,18 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   __syncthreads();
   if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
   __syncthreads();
-  /* T's tf32 hi parts stay in Xs, the lo parts go to Xl: split once for all the slabs */
+  /* T's tf32 (hi, lo) parts, split once for all the slabs, as the mma A fragments of the
+   * (row tile R, k step) pairs below the diagonal: fragment f = 8 R + k, lane ln at
+   * 4 (32 f + ln), so that a lane reads its fragment as one 16-byte word. */
   for (unsigned i = l.tid; i < kCh * kCh / 4; i += kBlock) {
-    const unsigned r = i / 16, c = 4 * (i % 16);
-    const float4 x = *reinterpret_cast<const float4 *>(Xs + r * kLdA + c);
-    float4 h, lo;
-    split<true>(x.x, h.x, lo.x);
-    split<true>(x.y, h.y, lo.y);
-    split<true>(x.z, h.z, lo.z);
-    split<true>(x.w, h.w, lo.w);
-    *reinterpret_cast<float4 *>(Xs + r * kLdA + c) = h;
-    *reinterpret_cast<float4 *>(Xl + r * kLdA + c) = lo;
+    const unsigned f = i / 32, ln = i % 32, R = f / 8, k = f % 8; /* f is warp-uniform */
+    if (k >= 2 * R + 2) continue;
+    const unsigned ra = (16 * R + ln / 4) * kLdA + 8 * k + 2 * (ln % 4), rb = ra + 8 * kLdA;
+    const float x[4] = {Xs[ra], Xs[rb], Xs[ra + 1], Xs[rb + 1]};
+    float h[4], lo[4];
+    split_a<true>(x, h, lo);
+    *reinterpret_cast<float4 *>(Th + 4 * i) = make_float4(h[0], h[1], h[2], h[3]);
+    *reinterpret_cast<float4 *>(Tl + 4 * i) = make_float4(lo[0], lo[1], lo[2], lo[3]);
   }
   __syncthreads();
 
@@ -584,7 +607,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         for (unsigned j2 = 0; j2 < 2; j2++)
 #pragma unroll
           for (unsigned e = 0; e < 4; e++) acc[R][j2][e] = 0.0f;
-#pragma unroll 2
+#pragma unroll
       for (unsigned k = 0; k < 8; k++) {
         const unsigned col = 8 * k + 2 * l.t;
         const float s0 = scl[col], s1 = scl[col + 1];
@@ -599,12 +622,10 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 #pragma unroll
         for (unsigned R = 0; R < 4; R++) {
           if (k < 2 * R + 2) {
-            const unsigned ra = (16 * R + l.g) * kLdA + col, rb = ra + 8 * kLdA;
-            const float2 xh = *reinterpret_cast<const float2 *>(Xs + ra);
-            const float2 yh = *reinterpret_cast<const float2 *>(Xs + rb);
-            const float2 xl = *reinterpret_cast<const float2 *>(Xl + ra);
-            const float2 yl = *reinterpret_cast<const float2 *>(Xl + rb);
-            const float ah[4] = {xh.x, yh.x, xh.y, yh.y}, al[4] = {xl.x, yl.x, xl.y, yl.y};
+            const unsigned fo = 4 * (32 * (8 * R + k) + lane);
+            const float4 th = *reinterpret_cast<const float4 *>(Th + fo);
+            const float4 tl = *reinterpret_cast<const float4 *>(Tl + fo);
+            const float ah[4] = {th.x, th.y, th.z, th.w}, al[4] = {tl.x, tl.y, tl.z, tl.w};
 #pragma unroll
             for (unsigned j2 = 0; j2 < 2; j2++) mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
           }
