@@ -97,3 +97,10 @@ Test(fixtures, dense_r1_layer) { check_fixture("dense_r1", 0, METRALE_PART_LAYER
 /* MoE, nv = 4 nk, conv width 3, layer 2 of 3 */
 Test(fixtures, moe_r4_mixer) { check_fixture("moe_r4", 2, METRALE_PART_MIXER); }
 Test(fixtures, moe_r4_layer) { check_fixture("moe_r4", 2, METRALE_PART_LAYER); }
+/* MoE, nv = 2 nk, dv = 48, sequences of 64 tokens and more: where a backend has the chunked
+ * delta-rule prefill (kernels.def delta_rule_prefill_chunked), prefill takes it here (the
+ * ops take it from 64 tokens a sequence on average: one of 200; 64, 130, 7), across chunk
+ * boundaries and a partial last chunk; the split modes and the other fixtures run the
+ * sequential kernel. */
+Test(fixtures, long_r2_mixer) { check_fixture("long_r2", 1, METRALE_PART_MIXER); }
+Test(fixtures, long_r2_layer) { check_fixture("long_r2", 1, METRALE_PART_LAYER); }
