@@ -47,6 +47,7 @@ static_assert(kBlock == 128, "the chunked delta rule is written for 4 warps of 3
 constexpr unsigned kCh = 64;  /* tokens per chunk */
 constexpr unsigned kDk = 128; /* largest key head dim */
 constexpr unsigned kDv = 128; /* largest value head dim */
+constexpr float kLog2e = 1.4426950408889634f; /* G log2(e): e^G = 2^(G log2(e)) */
 constexpr unsigned kLdA = 68; /* row stride of A, T and the slabs in phase 0 */
 constexpr unsigned kLdS = 136; /* row stride of phase 0's staged K and Q (8-byte reads of rows
                                   g, columns 2t: distinct banks in each half warp) */
@@ -327,20 +328,26 @@ __device__ __forceinline__ void tri_unit(const float *As, float *Xs, unsigned i,
   *reinterpret_cast<float4 *>(Tij + 4) = make_float4(-acc[4], -acc[5], -acc[6], -acc[7]);
 }
 
+/* Every element of a tile array of mma accumulators set to zero. */
+template <unsigned A, unsigned B, unsigned C>
+__device__ __forceinline__ void zero(float (&x)[A][B][C]) {
+#pragma unroll
+  for (unsigned i = 0; i < A; i++)
+#pragma unroll
+    for (unsigned j = 0; j < B; j++)
+#pragma unroll
+      for (unsigned k = 0; k < C; k++) x[i][j][k] = 0.0f;
+}
+
 /* acc[i] = (rows of row tile i of X) K^T for the 8-column tiles up to the diagonal, the row
  * tiles P and 3 - P (P = 0 or 1: ten column tiles either way); X and K staged in shared
  * memory (stride kLdS), k steps of 8 up to dk.  Each tile sums its three products in the
  * order of mma3; the passes run across all tiles so that independent mma fill the latency. */
 template <unsigned P>
-__device__ __forceinline__ void kkt_rows(float acc[2][8][4], const float *X, const float *Ks,
+__device__ __forceinline__ void kkt_rows(float (&acc)[2][8][4], const float *X, const float *Ks,
                                          unsigned dk, const lane_ids &l) {
   constexpr unsigned R0 = P, R1 = 3 - P, N0 = 2 * R0 + 2, N1 = 2 * R1 + 2; /* tiles, their widths */
-#pragma unroll
-  for (unsigned i = 0; i < 2; i++)
-#pragma unroll
-    for (unsigned nt = 0; nt < 8; nt++)
-#pragma unroll
-      for (unsigned e = 0; e < 4; e++) acc[i][nt][e] = 0.0f;
+  zero(acc);
 #pragma unroll 1
   for (unsigned k = 0; k < dk / 8; k++) {
     const unsigned col = 8 * k + 2 * l.t;
@@ -452,14 +459,15 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   if (l.tid < kCh)
     for (unsigned i = 0; i <= l.tid; i++) G += gs[i];
   __syncthreads();
-  if (l.tid < kCh) gs[l.tid] = G;
+  const float G2 = G * kLog2e; /* the decays below are powers of 2 (one MUFU.EX2 each) */
+  if (l.tid < kCh) gs[l.tid] = G2;
   __syncthreads();
   if (l.tid < kCh) {
     const bool in = l.tid < L;
-    sw[l.tid] = in ? bs[l.tid] * expf(G) : 0.0f;       /* rows of W's right factor */
-    sd[l.tid] = in ? expf(gs[kCh - 1] - G) : 0.0f;     /* columns of Kd^T */
-    eg[l.tid] = in ? expf(G) : 0.0f;                   /* rows of Qs */
-    if (l.tid == 0) rec[kRecG] = __float_as_uint(expf(gs[kCh - 1]));
+    sw[l.tid] = in ? bs[l.tid] * exp2f(G2) : 0.0f;     /* rows of W's right factor */
+    sd[l.tid] = in ? exp2f(gs[kCh - 1] - G2) : 0.0f;   /* columns of Kd^T */
+    eg[l.tid] = in ? exp2f(G2) : 0.0f;                 /* rows of Qs */
+    if (l.tid == 0) rec[kRecG] = __float_as_uint(exp2f(gs[kCh - 1]));
   }
 
   /* K K^T (warps 0, 1) and Q K^T (warps 2, 3), 8-column tiles up to the diagonal.  A warp
@@ -480,7 +488,8 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   __syncthreads(); /* A is written where K and Q were */
   /* A = strictly_lower(beta_r (k_r.k_c) e^(G_r - G_c)) into As (rows past L zero), or
    * M = lower((q_r.k_c) e^(G_r - G_c)) as the record's tiles, the zeros above the diagonal
-   * included (wgmma multiplies them). */
+   * included (wgmma multiplies them).  (The same loops with the row tiles known at compile
+   * time, one copy a P as kkt_rows has, ran phase 0 8 % slower: docs/perf-prefill.md, v13.) */
 #pragma unroll
   for (unsigned i = 0; i < 2; i++) {
     const unsigned ra = 16 * rt[i] + l.g, rb = ra + 8;
@@ -491,7 +500,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         for (unsigned e = 0; e < 4; e++) {
           const unsigned r = e < 2 ? ra : rb, c = 8 * nt + 2 * l.t + (e & 1);
           const bool lower = r < L && c <= r; /* c <= r < L */
-          const float decay = lower ? expf(gs[r] - gs[c]) : 0.0f;
+          const float decay = lower ? exp2f(gs[r] - gs[c]) : 0.0f; /* gs: G log2(e) */
           if (isq)
             acc0[i][nt][e] = lower ? acc0[i][nt][e] * decay : 0.0f;
           else
@@ -601,12 +610,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     if (kind < 2) {
       const float *scl = kind == 0 ? sw : bs;
       float acc[4][2][4];
-#pragma unroll
-      for (unsigned R = 0; R < 4; R++)
-#pragma unroll
-        for (unsigned j2 = 0; j2 < 2; j2++)
-#pragma unroll
-          for (unsigned e = 0; e < 4; e++) acc[R][j2][e] = 0.0f;
+      zero(acc);
 #pragma unroll
       for (unsigned k = 0; k < 8; k++) {
         const unsigned col = 8 * k + 2 * l.t;
