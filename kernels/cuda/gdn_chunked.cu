@@ -377,23 +377,19 @@ __device__ __forceinline__ void kkt_rows(float (&acc)[2][8][4], const float *X, 
 }
 
 /* The chunk's slabs of 64 tokens x 64 columns, in the order phase 0 takes them: K's columns
- * (nsk slabs), V's (nsv), Q's (nsk). */
+ * (nsk slabs), then V's (nsv). */
 struct slabs {
-  const float *K, *V, *Q;
+  const float *K, *V;
   unsigned nsk, nsv, n;
-  __device__ __forceinline__ unsigned kind(unsigned sl) const { /* 0 K, 1 V, 2 Q */
-    return sl < nsk ? 0u : sl < nsk + nsv ? 1u : 2u;
-  }
-  __device__ __forceinline__ unsigned first_col(unsigned sl) const {
-    return 64 * (sl < nsk ? sl : sl < nsk + nsv ? sl - nsk : sl - nsk - nsv);
-  }
+  __device__ __forceinline__ unsigned kind(unsigned sl) const { return sl < nsk ? 0u : 1u; } /* K, V */
+  __device__ __forceinline__ unsigned first_col(unsigned sl) const { return 64 * (sl < nsk ? sl : sl - nsk); }
 };
 
 /* This thread's 8 float4 of slab sl, zero past L tokens and past dk / dv. */
 __device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, const slabs &sb, unsigned L,
                                           const shape &p, unsigned tid) {
   const unsigned kind = sb.kind(sl), cs = sb.first_col(sl), lim = kind == 1 ? p.dv : p.dk;
-  const float *src = kind == 0 ? sb.K : kind == 1 ? sb.V : sb.Q;
+  const float *src = kind == 0 ? sb.K : sb.V;
 #pragma unroll
   for (unsigned u = 0; u < 8; u++) {
     const unsigned i = tid + kBlock * u, r = i / 16, c = cs + 4 * (i % 16);
@@ -432,8 +428,8 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const lane_ids l = lanes();
   const unsigned lane = l.tid & 31;
 
-  { /* the chunk's K and Q rows into shared memory (zero past L tokens) and its V rows
-     * into L2 while G is summed */
+  { /* the chunk's K and Q rows into shared memory (zero past L tokens) while G is summed
+     * (an L2 prefetch of its V rows here was read again from memory: v14, perf-prefill.md) */
     const unsigned c = 4 * (l.tid & 31); /* this lane's 16 bytes of a row, rows w, w + 4, .. */
     if (c < p.dk) {
       const uint32_t ks = sm80::smem_u32(Ks + l.w * kLdS + c), qs = sm80::smem_u32(Qt + l.w * kLdS + c);
@@ -446,8 +442,6 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
       }
     }
     sm80::cp_commit();
-    const unsigned lv = (p.dv + 31) / 32; /* 128-byte lines per row */
-    for (unsigned i = l.tid; i < L * lv; i += kBlock) prefetch_l2(V + (i / lv) * p.C + 32 * (i % lv));
   }
   if (l.tid < kCh) {
     const bool in = l.tid < L;
@@ -470,6 +464,41 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     if (l.tid == 0) rec[kRecG] = __float_as_uint(exp2f(gs[kCh - 1]));
   }
 
+  sm80::cp_wait<0>();
+  __syncthreads();
+  const unsigned nkb = (p.dk + 15) / 16; /* Qs' dk tiles */
+  {
+    /* Qs = Q e^G and Kd^T = (K e^(G_L - G))^T from the staged rows (zero past L tokens;
+     * columns past dk, never staged, read as zero): warp w takes dk tiles w and w + 4.
+     * Kd^T's tiles wholly past dk are written as zeros (wgmma multiplies them). */
+    auto qv = [&](unsigned r, unsigned c) { return c < p.dk ? Qt[r * kLdS + c] : 0.0f; };
+#pragma unroll 1
+    for (unsigned kt = l.w; kt < 8; kt += 4) {
+      if (kt < nkb) {
+#pragma unroll
+        for (unsigned R = 0; R < 4; R++) { /* Qs tile (m = token tile R, k = kt) */
+          const unsigned ra = 16 * R + l.g, rb = ra + 8, c = 16 * kt + 2 * l.t;
+          const float ea = eg[ra], eb = eg[rb];
+          const float c0[4] = {qv(ra, c) * ea, qv(ra, c + 1) * ea, qv(rb, c) * eb, qv(rb, c + 1) * eb};
+          const float c1[4] = {qv(ra, c + 8) * ea, qv(ra, c + 9) * ea, qv(rb, c + 8) * eb, qv(rb, c + 9) * eb};
+          put_acc_tile(rec + kRecQ, REC_Q, R, kt, lane, c0, c1, 1.0f);
+        }
+      }
+#pragma unroll
+      for (unsigned kb = 0; kb < 4; kb++) { /* Kd^T tile (m = kt, k = token tile kb) */
+        float v[8];
+#pragma unroll
+        for (unsigned e = 0; e < 8; e++) {
+          /* e: (row g | g + 8) x (token 2t, 2t + 1 | 2t + 8, 2t + 9) in register order */
+          const unsigned m = 16 * kt + l.g + ((e & 2) ? 8 : 0);
+          const unsigned tk = 16 * kb + 2 * l.t + (e & 1) + ((e & 4) ? 8 : 0);
+          v[e] = (m < p.dk ? Ks[tk * kLdS + m] : 0.0f) * sd[tk];
+        }
+        put_acc_tile(rec + kRecK, REC_K, kt, kb, lane, v, v + 4, 1.0f);
+      }
+    }
+  }
+
   /* K K^T (warps 0, 1) and Q K^T (warps 2, 3), 8-column tiles up to the diagonal.  A warp
    * takes two 16-row tiles, 0 and 3 or 1 and 2, so each has ten column tiles (by rows, the
    * fourth warp had eight and the first two).  Fragments come from the staged K and Q; a B
@@ -479,8 +508,6 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const unsigned ntl[2] = {2 * rt[0] + 2, 2 * rt[1] + 2};
   const float *Ar = isq ? Qt : Ks;
   float acc0[2][8][4];
-  sm80::cp_wait<0>();
-  __syncthreads();
   if (l.w & 1)
     kkt_rows<1>(acc0, Ar, Ks, p.dk, l);
   else
@@ -525,8 +552,8 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 
   /* The first slab of W's and U's right factors (below) is loaded during the inverse. */
   slabs sb;
-  sb.K = K, sb.V = V, sb.Q = Q;
-  sb.nsk = (p.dk + 63) / 64, sb.nsv = (p.dv + 63) / 64, sb.n = 2 * sb.nsk + sb.nsv;
+  sb.K = K, sb.V = V;
+  sb.nsk = (p.dk + 63) / 64, sb.nsv = (p.dv + 63) / 64, sb.n = sb.nsk + sb.nsv;
   float4 slab[8];
   load_slab(slab, 0, sb, L, p, l.tid);
 
@@ -591,11 +618,8 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
    * - K and V: W = T (diag(beta e^G) K) and U = T (diag(beta) V).  Warp w takes the slab's
    *   columns 16w..16w+15 for all four row tiles of T (lower triangular: row tile R has
    *   2R + 2 k steps), so the warps do equal work; each B fragment is scaled and split once.
-   *   A K slab also gives Kd^T = (K e^(G_L - G))^T, dk rows 16w.. of the slab.
-   * - Q: Qs = Q e^G, dk columns 16w.. of the slab.
    * Every sum runs over k in the order the record has always been computed in. */
   float *Uf = reinterpret_cast<float *>(rec + kRecU);
-  const unsigned nkb = (p.dk + 15) / 16; /* Qs' and -W's dk tiles */
 #pragma unroll 1
   for (unsigned sl = 0; sl < sb.n; sl++) {
     const unsigned kind = sb.kind(sl), cs = sb.first_col(sl);
@@ -606,9 +630,9 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     }
     __syncthreads();
     if (sl + 1 < sb.n) load_slab(slab, sl + 1, sb, L, p, l.tid);
-    const unsigned kt = cs / 16 + l.w; /* the warp's 16-column tile of K, V or Q */
-    if (kind < 2) {
-      const float *scl = kind == 0 ? sw : bs;
+    const unsigned kt = cs / 16 + l.w; /* the warp's 16-column tile of K or V */
+    const float *scl = kind == 0 ? sw : bs;
+    {
       float acc[4][2][4];
       zero(acc);
 #pragma unroll
@@ -649,41 +673,8 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
           }
         }
       }
-      if (kind == 0) {
-        /* Kd^T tile (m = kt, k = token tile kb): the slab is zero past L and past dk */
-#pragma unroll
-        for (unsigned kb = 0; kb < 4; kb++) {
-          float v[8];
-#pragma unroll
-          for (unsigned e = 0; e < 8; e++) {
-            /* e: (row g | g + 8) x (token 2t, 2t + 1 | 2t + 8, 2t + 9) in register order */
-            const unsigned m = 16 * l.w + l.g + ((e & 2) ? 8 : 0);
-            const unsigned tk = 16 * kb + 2 * l.t + (e & 1) + ((e & 4) ? 8 : 0);
-            v[e] = As[tk * kLdA + m] * sd[tk];
-          }
-          put_acc_tile(rec + kRecK, REC_K, kt, kb, lane, v, v + 4, 1.0f);
-        }
-      }
-    } else if (kt < nkb) {
-      /* Qs tile (m = token tile R, k = kt) */
-#pragma unroll
-      for (unsigned R = 0; R < 4; R++) {
-        const unsigned ra = 16 * R + l.g, rb = ra + 8, c = 16 * l.w + 2 * l.t;
-        const float ea = eg[ra], eb = eg[rb];
-        const float c0[4] = {As[ra * kLdA + c] * ea, As[ra * kLdA + c + 1] * ea,
-                             As[rb * kLdA + c] * eb, As[rb * kLdA + c + 1] * eb};
-        const float c1[4] = {As[ra * kLdA + c + 8] * ea, As[ra * kLdA + c + 9] * ea,
-                             As[rb * kLdA + c + 8] * eb, As[rb * kLdA + c + 9] * eb};
-        put_acc_tile(rec + kRecQ, REC_Q, R, kt, lane, c0, c1, 1.0f);
-      }
     }
     __syncthreads(); /* the next slab overwrites As */
-  }
-  /* Kd^T's rows past the K slabs (dk <= 64) are zero: wgmma multiplies them */
-  if (sb.nsk == 1) {
-    const float z[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (unsigned kb = 0; kb < 4; kb++) put_acc_tile(rec + kRecK, REC_K, 4 + l.w, kb, lane, z, z + 4, 1.0f);
   }
 }
 
