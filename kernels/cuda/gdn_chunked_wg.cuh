@@ -12,18 +12,22 @@
  * canonical K-major layout, so the MMAs read every A operand (-W, Qs, Kd^T, M) from there
  * (A from registers cost ~30 % more: docs/perf-prefill.md, v9).  S and D wait for the MMAs
  * as (hi, lo) bf16 planes, K-major and unswizzled, written from the accumulators by
- * stmatrix. */
+ * stmatrix, side by side: the hi and lo columns of one k chunk are the B operand of one
+ * m64n64k16, so a_hi [b_hi | b_lo] is one MMA that reads a_hi once, and a_lo b_hi a second
+ * one, half as wide, into the left half of the same accumulators (the product is then the
+ * sum of the halves). */
 
 template <unsigned NT> struct layout_wg { /* bytes of dynamic shared memory */
   static constexpr unsigned BV = 8 * NT;
   static constexpr unsigned RA = (unsigned)(kRecQ - kRecW) * 4; /* -W and Qs: 64 tiles */
   static constexpr unsigned RB = (unsigned)(kRecU - kRecK) * 4; /* Kd^T and M: 48 tiles */
-  /* S and D planes: k chunks of 8 rows, each the block's NT 8-column core matrices in a row
-   * (128 bytes apart), so that an MMA's B tile (two k chunks) is 2 KC contiguous bytes */
-  static constexpr unsigned KC = NT * 128, PS = kDk / 8 * KC, PD = kCh / 8 * KC; /* plane bytes */
+  /* S and D planes: k chunks of 8 rows, each the block's NT 8-column core matrices of the
+   * hi plane then NT of the lo plane in a row (128 bytes apart), so that an MMA's B tile
+   * (two k chunks) is 2 KC contiguous bytes, KC / 2 wide for one plane, KC for both */
+  static constexpr unsigned KC = 2 * NT * 128, LO = NT * 128; /* the lo plane: LO bytes on */
+  static constexpr unsigned PS = kDk / 8 * KC, PD = kCh / 8 * KC; /* bytes of S's, D's planes */
   /* A: two buffers of (-W, Qs), chunk c in buffer c % 2; B: one of (Kd^T, M) */
-  static constexpr unsigned A = 0, B = A + 4 * RA, SH = B + RB, SL = SH + PS, DH = SL + PS,
-                            DL = DH + PD, BAR = DL + PD,
+  static constexpr unsigned A = 0, B = A + 4 * RA, S = B + RB, D = S + PS, BAR = D + PD,
                             end = BAR + 32; /* 3 mbarriers, a multiple of 16 bytes */
 };
 static_assert(kRecQ - kRecW == 32 * kTile && kRecK == kRecQ + 32 * kTile &&
@@ -35,9 +39,10 @@ static_assert(kRecQ - kRecW == 32 * kTile && kRecK == kRecQ + 32 * kTile &&
 constexpr uint32_t kPlaneB = kPlane * 4, kTileBlock = 4 * kTile * 2;
 
 /* 16 accumulator rows (k chunks kc, kc + 1 of the planes) of wgmma accumulators acc (NA / 4
- * tiles of 8 columns) as the hi and lo planes of a K-major operand. */
+ * tiles of 8 columns) as the hi and lo planes of a K-major operand, k chunks kcb bytes
+ * apart. */
 template <unsigned NA>
-__device__ __forceinline__ void put_planes(uint32_t hi, uint32_t lo, unsigned kc,
+__device__ __forceinline__ void put_planes(uint32_t hi, uint32_t lo, uint32_t kcb, unsigned kc,
                                            const float (&acc)[NA], unsigned lane) {
   const unsigned i = lane >> 3, j = lane & 7u;
 #pragma unroll
@@ -45,17 +50,25 @@ __device__ __forceinline__ void put_planes(uint32_t hi, uint32_t lo, unsigned kc
     uint32_t h[4], l[4];
 #pragma unroll
     for (unsigned m = 0; m < 4; m++) split2(acc[4 * nt + 2 * m], acc[4 * nt + 2 * m + 1], h[m], l[m]);
-    const uint32_t off = (kc + (i & 1u)) * (NA / 4 * 128u) + (nt + (i >> 1)) * 128u + j * 16u;
+    const uint32_t off = (kc + (i & 1u)) * kcb + (nt + (i >> 1)) * 128u + j * 16u;
     sm90::stmatrix_x4_trans(hi + off, h[0], h[1], h[2], h[3]);
     sm90::stmatrix_x4_trans(lo + off, l[0], l[1], l[2], l[3]);
   }
 }
 
-/* A product close to f32 is three MMAs, hi*hi, lo*hi and hi*lo (b's hi and lo planes);
- * the chunk step sums hi*hi and the two others in separate accumulators and issues the MMAs
- * of several sums in turn, so that no two in a row write the same accumulators: a chain of
- * dependent MMAs waits out each one's latency, several times the 16 cycles of tensor work
- * of m64n32k16. */
+/* The sum of the two halves of paired accumulators x (a product a_hi [b_hi | b_lo] plus
+ * a_lo b_hi in the left half). */
+template <unsigned NA>
+__device__ __forceinline__ void halves_sum(float (&y)[NA], const float (&x)[2 * NA]) {
+#pragma unroll
+  for (unsigned i = 0; i < NA; i++) y[i] = x[i] + x[NA + i];
+}
+
+/* A product close to f32 is three products, hi*hi, lo*hi and hi*lo (b's hi and lo planes),
+ * here two MMAs: a_hi [b_hi | b_lo] (N = 2 BV) and a_lo b_hi (N = BV) into the left half of
+ * the same accumulators.  The chunk step issues the MMAs of several sums in turn, so that
+ * no two in a row write the same accumulators: a chain of dependent MMAs waits out each
+ * one's latency, several times its tensor work. */
 template <unsigned NT>
 __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, float *state,
                                                const int *cu, const int *slots, const float *wsf,
@@ -63,6 +76,8 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
   using Y = layout_wg<NT>;
   constexpr unsigned BV = Y::BV, NA = BV / 2;
   using SS = sm90::wgmma_ss<BV>;
+  using SS2 = sm90::wgmma_ss<2 * BV>;
+  using sm90::left_half;
   scan_part b;
   if (!scan_part_of<BV>(b, state, cu, slots, p)) return;
   const unsigned h = b.h, c0 = b.c0;
@@ -85,18 +100,22 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     sm90::bulk_copy(smem + Y::B, rec + kRecK, Y::RB, &bar[2]);
   }
 
-  /* Warp w holds S rows 16w.. (half 0) and 64 + 16w.. (half 1) x the block's columns. */
-  float sacc[2][NA];
+  /* Warp w holds S rows 16w.. (half 0) and 64 + 16w.. (half 1) x the block's columns, as
+   * paired accumulators: S is the sum of the left and the right half. */
+  float sacc[2][2 * NA], sv[NA];
 #pragma unroll
-  for (unsigned hh = 0; hh < 2; hh++)
+  for (unsigned hh = 0; hh < 2; hh++) {
     load_state_rows<NT>([&](unsigned nt, unsigned e) -> float & { return sacc[hh][4 * nt + e]; }, b.Sg, p,
                         64 * hh + 16 * l.w + l.g, l.t, ntv);
+#pragma unroll
+    for (unsigned i = NA; i < 2 * NA; i++) sacc[hh][i] = 0.0f;
+  }
   /* S's planes whole (rows past dk are zero) */
-  put_planes(s0 + Y::SH, s0 + Y::SL, 2 * l.w, sacc[0], lane);
-  put_planes(s0 + Y::SH, s0 + Y::SL, 8 + 2 * l.w, sacc[1], lane);
+  put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 2 * l.w, left_half(sacc[0]), lane);
+  put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 8 + 2 * l.w, left_half(sacc[1]), lane);
   const unsigned ra = 16 * l.w + l.g; /* this lane's token rows of D and O: ra, ra + 8 */
-  float ad[NA];
-  load_u_rows<NT>([&](unsigned nt, unsigned e) -> float & { return ad[4 * nt + e]; }, rec, c0, ra, l.t, ntv);
+  float ad[2 * NA], ao[2 * NA], un[NA];
+  load_u_rows<NT>([&](unsigned nt, unsigned e) -> float & { return un[4 * nt + e]; }, rec, c0, ra, l.t, ntv);
   sm90::fence_proxy_async();
   __syncthreads(); /* the barriers are initialised, S is in its planes */
 
@@ -108,26 +127,24 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     const bool more = ci + 1 < nch;
     const uint32_t *nrec = rec + rstep;
     const unsigned buf = (unsigned)(ci & 1);
-    const unsigned char *Ab = smem + Y::A + buf * 2 * Y::RA;
     if (ci + 2 < nch) prefetch_record(nrec + rstep, l.tid, kBlock, b); /* the one after next */
     /* Accumulators are set only while no MMA is in flight (else ptxas serializes them all):
-     * O's zeros and S's decay come first. */
+     * D's U, O's zeros and S's decay come first. */
     const float gL = gL_next; /* loaded a step ahead: the decay is the step's first use */
     if (more) gL_next = __uint_as_float(__ldg(nrec + kRecG));
-    float ao[NA], ao2[NA], ad2[NA];
 #pragma unroll
-    for (unsigned i = 0; i < NA; i++) ao[i] = ao2[i] = ad2[i] = 0.0f;
+    for (unsigned i = 0; i < NA; i++) ad[i] = un[i], ad[NA + i] = 0.0f;
+#pragma unroll
+    for (unsigned i = 0; i < 2 * NA; i++) ao[i] = 0.0f;
 #pragma unroll
     for (unsigned hh = 0; hh < 2; hh++)
 #pragma unroll
-      for (unsigned i = 0; i < NA; i++) sacc[hh][i] *= gL;
+      for (unsigned i = 0; i < 2 * NA; i++) sacc[hh][i] *= gL;
 
     /* b. D = U + (-W) S and O = Qs S, k over dk, one group of MMAs */
     sm90::mbar_wait(&bar[buf], (uint32_t)(ci >> 1) & 1u);
     sm90::pin(ad);
-    sm90::pin(ad2);
     sm90::pin(ao);
-    sm90::pin(ao2);
     sm90::pin(sacc[0]);
     sm90::pin(sacc[1]);
     {
@@ -138,25 +155,22 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
         const uint32_t t = kb * kTileBlock; /* the four row tiles at k tile kb */
         const uint64_t wh = sm90::desc_plain(aw + t, 128, 256), wl = sm90::desc_plain(aw + kPlaneB + t, 128, 256);
         const uint64_t qh = sm90::desc_plain(aq + t, 128, 256), ql = sm90::desc_plain(aq + kPlaneB + t, 128, 256);
-        const uint64_t bh = sm90::desc_plain(s0 + Y::SH + 2 * Y::KC * kb, Y::KC, 128);
-        const uint64_t bl = sm90::desc_plain(s0 + Y::SL + 2 * Y::KC * kb, Y::KC, 128);
-        SS::run(ad, wh, bh);
-        SS::run(ao, qh, bh);
-        SS::run(ad2, wl, bh);
-        SS::run(ao2, ql, bh);
-        SS::run(ad2, wh, bl);
-        SS::run(ao2, qh, bl);
+        /* S's hi | lo planes at N = 2 BV, its hi plane alone at N = BV */
+        const uint64_t bp = sm90::desc_plain(s0 + Y::S + 2 * Y::KC * kb, Y::KC, 128);
+        SS2::run(ad, wh, bp);
+        SS2::run(ao, qh, bp);
+        SS::run(left_half(ad), wl, bp);
+        SS::run(left_half(ao), ql, bp);
       }
       sm90::wgmma_commit();
     }
     sm90::wgmma_wait0();
     sm90::pin(ad);
-    sm90::pin(ad2);
-#pragma unroll
-    for (unsigned i = 0; i < NA; i++) ad[i] += ad2[i];
+    float dsum[NA];
+    halves_sum(dsum, ad);
 
     /* c. D into its planes */
-    put_planes(s0 + Y::DH, s0 + Y::DL, 2 * l.w, ad, lane);
+    put_planes(s0 + Y::D, s0 + Y::D + Y::LO, Y::KC, 2 * l.w, dsum, lane);
     sm90::fence_proxy_async();
     __syncthreads();
 
@@ -172,39 +186,36 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
         const uint64_t k0h = sm90::desc_plain(ak + t0, 128, 256), k0l = sm90::desc_plain(ak + kPlaneB + t0, 128, 256);
         const uint64_t k1h = sm90::desc_plain(ak + t1, 128, 256), k1l = sm90::desc_plain(ak + kPlaneB + t1, 128, 256);
         const uint64_t mh = sm90::desc_plain(am + tm, 128, 256), ml = sm90::desc_plain(am + kPlaneB / 2 + tm, 128, 256);
-        const uint64_t bh = sm90::desc_plain(s0 + Y::DH + 2 * Y::KC * kb, Y::KC, 128);
-        const uint64_t bl = sm90::desc_plain(s0 + Y::DL + 2 * Y::KC * kb, Y::KC, 128);
-        SS::run(sacc[0], k0h, bh);
-        if (half1) SS::run(sacc[1], k1h, bh);
-        SS::run(ao, mh, bh);
-        SS::run(sacc[0], k0l, bh);
-        if (half1) SS::run(sacc[1], k1l, bh);
-        SS::run(ao2, ml, bh);
-        SS::run(sacc[0], k0h, bl);
-        if (half1) SS::run(sacc[1], k1h, bl);
-        SS::run(ao2, mh, bl);
+        const uint64_t bp = sm90::desc_plain(s0 + Y::D + 2 * Y::KC * kb, Y::KC, 128); /* D's, likewise */
+        SS2::run(sacc[0], k0h, bp);
+        if (half1) SS2::run(sacc[1], k1h, bp);
+        SS2::run(ao, mh, bp);
+        SS::run(left_half(sacc[0]), k0l, bp);
+        if (half1) SS::run(left_half(sacc[1]), k1l, bp);
+        SS::run(left_half(ao), ml, bp);
       }
       sm90::wgmma_commit();
     }
-    float un[NA]; /* the next chunk's U, in flight while the last MMAs run */
+    /* the next chunk's U, in flight while the last MMAs run */
     if (more)
       load_u_rows<NT>([&](unsigned nt, unsigned e) -> float & { return un[4 * nt + e]; }, nrec, c0, ra, l.t, ntv);
     sm90::wgmma_wait0();
     sm90::pin(ao);
-    sm90::pin(ao2);
     sm90::pin(sacc[0]);
     sm90::pin(sacc[1]);
 
-    /* e. O, S into its planes (their last reader, step b, is done), U of the next chunk */
-#pragma unroll
-    for (unsigned i = 0; i < NA; i++) ao[i] += ao2[i];
+    /* e. O, S into its planes (their last reader, step b, is done) */
+    float osum[NA];
+    halves_sum(osum, ao);
     if (more) {
-      put_planes(s0 + Y::SH, s0 + Y::SL, 2 * l.w, sacc[0], lane);
-      if (half1) put_planes(s0 + Y::SH, s0 + Y::SL, 8 + 2 * l.w, sacc[1], lane);
-#pragma unroll
-      for (unsigned i = 0; i < NA; i++) ad[i] = un[i];
+      halves_sum(sv, sacc[0]);
+      put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 2 * l.w, sv, lane);
+      if (half1) {
+        halves_sum(sv, sacc[1]);
+        put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 8 + 2 * l.w, sv, lane);
+      }
     }
-    store_o_rows<NT>([&](unsigned nt, unsigned e) -> float & { return ao[4 * nt + e]; }, o, p, h, c0, t0, L,
+    store_o_rows<NT>([&](unsigned nt, unsigned e) -> float & { return osum[4 * nt + e]; }, o, p, h, c0, t0, L,
                      ra, l.t, ntv);
     if (more) {
       sm90::fence_proxy_async();
@@ -221,8 +232,10 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
 
   if (b.Sg) {
 #pragma unroll
-    for (unsigned hh = 0; hh < 2; hh++)
-      store_state_rows<NT>([&](unsigned nt, unsigned e) -> float & { return sacc[hh][4 * nt + e]; }, b.Sg, p,
+    for (unsigned hh = 0; hh < 2; hh++) {
+      halves_sum(sv, sacc[hh]);
+      store_state_rows<NT>([&](unsigned nt, unsigned e) -> float & { return sv[4 * nt + e]; }, b.Sg, p,
                            64 * hh + 16 * l.w + l.g, l.t, ntv);
+    }
   }
 }

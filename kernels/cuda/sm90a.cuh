@@ -56,6 +56,29 @@ template <> struct wgmma_ss<32> {
   }
 };
 
+template <> struct wgmma_ss<64> {
+  static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, 1, 1, 1, 0, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db));
+  }
+};
+
+/* The left half of the columns of a thread's A wgmma accumulators: 8-column tile j is in
+ * registers 4 j .. 4 j + 3, so the left half is the first A / 2 registers, the accumulators
+ * of an MMA half as wide. */
+template <unsigned A> __device__ __forceinline__ float (&left_half(float (&d)[A]))[A / 2] {
+  return *reinterpret_cast<float(*)[A / 2]>(&d[0]);
+}
+
 /* Four 8x8 b16 matrices from the mma fragment layout (lane l: row l / 4, columns
  * 2 (l % 4) and + 1 of each) stored transposed: the row address of matrix i's row j (its
  * column j) comes from lane 8 i + j. */
