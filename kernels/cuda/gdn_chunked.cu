@@ -66,7 +66,8 @@ constexpr unsigned kLdS = 136; /* row stride of phase 0's staged K and Q (8-byte
  *   U     f32 [64 tokens, 128 value columns] at kRecU; e^(G_L) f32 at kRecG.
  * The record is a whole number of 128-byte lines.
  * Rows past the chunk's L tokens and columns past dk are zero, Kd^T's rows past dk too;
- * -W's and Qs' tiles wholly past dk are not written. */
+ * Qs' tiles wholly past dk are not written, nor -W's past its K slabs (the 64-column
+ * slabs that cover dk); phase 1 reads neither. */
 constexpr size_t kTile = 256;
 constexpr size_t kRecW = 0, kRecQ = kRecW + 32 * kTile, kRecK = kRecQ + 32 * kTile;
 constexpr size_t kRecM = kRecK + 32 * kTile, kRecU = kRecM + 16 * kTile;
@@ -632,45 +633,43 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     if (sl + 1 < sb.n) load_slab(slab, sl + 1, sb, L, p, l.tid);
     const unsigned kt = cs / 16 + l.w; /* the warp's 16-column tile of K or V */
     const float *scl = kind == 0 ? sw : bs;
-    {
-      float acc[4][2][4];
-      zero(acc);
+    float acc[4][2][4];
+    zero(acc);
 #pragma unroll
-      for (unsigned k = 0; k < 8; k++) {
-        const unsigned col = 8 * k + 2 * l.t;
-        const float s0 = scl[col], s1 = scl[col + 1];
-        float bh[2][2], bl[2][2];
+    for (unsigned k = 0; k < 8; k++) {
+      const unsigned col = 8 * k + 2 * l.t;
+      const float s0 = scl[col], s1 = scl[col + 1];
+      float bh[2][2], bl[2][2];
 #pragma unroll
-        for (unsigned j2 = 0; j2 < 2; j2++) {
-          const unsigned n = 16 * l.w + 8 * j2 + l.g;
-          /* __fmul_rn: the product is rounded before the split, as when it was stored */
-          split<true>(__fmul_rn(As[col * kLdA + n], s0), bh[j2][0], bl[j2][0]);
-          split<true>(__fmul_rn(As[(col + 1) * kLdA + n], s1), bh[j2][1], bl[j2][1]);
-        }
-#pragma unroll
-        for (unsigned R = 0; R < 4; R++) {
-          if (k < 2 * R + 2) {
-            const unsigned fo = 4 * (32 * (8 * R + k) + lane);
-            const float4 th = *reinterpret_cast<const float4 *>(Th + fo);
-            const float4 tl = *reinterpret_cast<const float4 *>(Tl + fo);
-            const float ah[4] = {th.x, th.y, th.z, th.w}, al[4] = {tl.x, tl.y, tl.z, tl.w};
-#pragma unroll
-            for (unsigned j2 = 0; j2 < 2; j2++) mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
-          }
-        }
+      for (unsigned j2 = 0; j2 < 2; j2++) {
+        const unsigned n = 16 * l.w + 8 * j2 + l.g;
+        /* __fmul_rn: the product is rounded before the split, as when it was stored */
+        split<true>(__fmul_rn(As[col * kLdA + n], s0), bh[j2][0], bl[j2][0]);
+        split<true>(__fmul_rn(As[(col + 1) * kLdA + n], s1), bh[j2][1], bl[j2][1]);
       }
 #pragma unroll
       for (unsigned R = 0; R < 4; R++) {
-        if (kind == 0) {
-          put_acc_tile(rec + kRecW, REC_W, R, kt, lane, acc[R][0], acc[R][1], -1.0f);
-        } else {
-          const unsigned ra = 16 * R + l.g, rb = ra + 8;
+        if (k < 2 * R + 2) {
+          const unsigned fo = 4 * (32 * (8 * R + k) + lane);
+          const float4 th = *reinterpret_cast<const float4 *>(Th + fo);
+          const float4 tl = *reinterpret_cast<const float4 *>(Tl + fo);
+          const float ah[4] = {th.x, th.y, th.z, th.w}, al[4] = {tl.x, tl.y, tl.z, tl.w};
 #pragma unroll
-          for (unsigned j2 = 0; j2 < 2; j2++) {
-            const unsigned c = cs + 16 * l.w + 8 * j2 + 2 * l.t;
-            *reinterpret_cast<float2 *>(Uf + ra * kDv + c) = make_float2(acc[R][j2][0], acc[R][j2][1]);
-            *reinterpret_cast<float2 *>(Uf + rb * kDv + c) = make_float2(acc[R][j2][2], acc[R][j2][3]);
-          }
+          for (unsigned j2 = 0; j2 < 2; j2++) mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
+        }
+      }
+    }
+#pragma unroll
+    for (unsigned R = 0; R < 4; R++) {
+      if (kind == 0) {
+        put_acc_tile(rec + kRecW, REC_W, R, kt, lane, acc[R][0], acc[R][1], -1.0f);
+      } else {
+        const unsigned ra = 16 * R + l.g, rb = ra + 8;
+#pragma unroll
+        for (unsigned j2 = 0; j2 < 2; j2++) {
+          const unsigned c = cs + 16 * l.w + 8 * j2 + 2 * l.t;
+          *reinterpret_cast<float2 *>(Uf + ra * kDv + c) = make_float2(acc[R][j2][0], acc[R][j2][1]);
+          *reinterpret_cast<float2 *>(Uf + rb * kDv + c) = make_float2(acc[R][j2][2], acc[R][j2][3]);
         }
       }
     }
