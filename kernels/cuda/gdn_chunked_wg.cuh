@@ -39,11 +39,14 @@ static_assert(kRecQ - kRecW == 32 * kTile && kRecK == kRecQ + 32 * kTile &&
 constexpr uint32_t kPlaneB = kPlane * 4, kTileBlock = 4 * kTile * 2;
 
 /* 16 accumulator rows (k chunks kc, kc + 1 of the planes) of wgmma accumulators acc (NA / 4
- * tiles of 8 columns) as the hi and lo planes of a K-major operand, k chunks kcb bytes
- * apart. */
+ * tiles of 8 columns) as the hi and lo planes of a K-major operand at `planes`, in
+ * layout_wg's order: each k chunk the NA / 4 core matrices of the hi plane, then those of
+ * the lo plane. */
 template <unsigned NA>
-__device__ __forceinline__ void put_planes(uint32_t hi, uint32_t lo, uint32_t kcb, unsigned kc,
-                                           const float (&acc)[NA], unsigned lane) {
+__device__ __forceinline__ void put_planes(uint32_t planes, unsigned kc, const float (&acc)[NA],
+                                           unsigned lane) {
+  constexpr uint32_t lo = NA / 4 * 128u, kcb = 2 * lo; /* the lo plane's offset, a k chunk */
+  const uint32_t hi = planes;
   const unsigned i = lane >> 3, j = lane & 7u;
 #pragma unroll
   for (unsigned nt = 0; nt < NA / 4; nt += 2) {
@@ -52,7 +55,7 @@ __device__ __forceinline__ void put_planes(uint32_t hi, uint32_t lo, uint32_t kc
     for (unsigned m = 0; m < 4; m++) split2(acc[4 * nt + 2 * m], acc[4 * nt + 2 * m + 1], h[m], l[m]);
     const uint32_t off = (kc + (i & 1u)) * kcb + (nt + (i >> 1)) * 128u + j * 16u;
     sm90::stmatrix_x4_trans(hi + off, h[0], h[1], h[2], h[3]);
-    sm90::stmatrix_x4_trans(lo + off, l[0], l[1], l[2], l[3]);
+    sm90::stmatrix_x4_trans(hi + lo + off, l[0], l[1], l[2], l[3]);
   }
 }
 
@@ -78,6 +81,7 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
   using SS = sm90::wgmma_ss<BV>;
   using SS2 = sm90::wgmma_ss<2 * BV>;
   using sm90::left_half;
+  static_assert(Y::LO == NA / 4 * 128 && Y::KC == 2 * Y::LO, "put_planes writes layout_wg's planes");
   scan_part b;
   if (!scan_part_of<BV>(b, state, cu, slots, p)) return;
   const unsigned h = b.h, c0 = b.c0;
@@ -111,8 +115,8 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     for (unsigned i = NA; i < 2 * NA; i++) sacc[hh][i] = 0.0f;
   }
   /* S's planes whole (rows past dk are zero) */
-  put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 2 * l.w, left_half(sacc[0]), lane);
-  put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 8 + 2 * l.w, left_half(sacc[1]), lane);
+  put_planes(s0 + Y::S, 2 * l.w, left_half(sacc[0]), lane);
+  put_planes(s0 + Y::S, 8 + 2 * l.w, left_half(sacc[1]), lane);
   const unsigned ra = 16 * l.w + l.g; /* this lane's token rows of D and O: ra, ra + 8 */
   float ad[2 * NA], ao[2 * NA], un[NA];
   load_u_rows<NT>([&](unsigned nt, unsigned e) -> float & { return un[4 * nt + e]; }, rec, c0, ra, l.t, ntv);
@@ -170,7 +174,7 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     halves_sum(dsum, ad);
 
     /* c. D into its planes */
-    put_planes(s0 + Y::D, s0 + Y::D + Y::LO, Y::KC, 2 * l.w, dsum, lane);
+    put_planes(s0 + Y::D, 2 * l.w, dsum, lane);
     sm90::fence_proxy_async();
     __syncthreads();
 
@@ -209,10 +213,10 @@ __device__ __forceinline__ void scan_chunks_wg(unsigned char *smem, bf16 *o, flo
     halves_sum(osum, ao);
     if (more) {
       halves_sum(sv, sacc[0]);
-      put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 2 * l.w, sv, lane);
+      put_planes(s0 + Y::S, 2 * l.w, sv, lane);
       if (half1) {
         halves_sum(sv, sacc[1]);
-        put_planes(s0 + Y::S, s0 + Y::S + Y::LO, Y::KC, 8 + 2 * l.w, sv, lane);
+        put_planes(s0 + Y::S, 8 + 2 * l.w, sv, lane);
       }
     }
     store_o_rows<NT>([&](unsigned nt, unsigned e) -> float & { return osum[4 * nt + e]; }, o, p, h, c0, t0, L,
