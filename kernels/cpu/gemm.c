@@ -237,10 +237,12 @@ metrale_status cpu_k_gemm_f32in(const gpu_arg *args) {
 /* gemv_f32in has the contract of gemm_f32in. */
 metrale_status cpu_k_gemv_f32in(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 
-/* The 128x128-tile forms are GPU launch shapes of the same contracts. */
+/* The 128x128- and 128x256-tile forms are GPU launch shapes of the same contracts. */
 metrale_status cpu_k_gemm_bf16_t128(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_t128(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 metrale_status cpu_k_gemm_bf16_t128_splitk(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
+metrale_status cpu_k_gemm_bf16_ws(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
+metrale_status cpu_k_gemm_f32in_ws(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 /* Split K changes only the order of the f32 sums; the CPU ignores grids. */
 metrale_status cpu_k_gemm_bf16_splitk(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_splitk(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }

@@ -6,7 +6,9 @@
  * conflicts).  The manifest kernels (grid (ceil(N/64), ceil(M/64))) compute 64x64 tiles;
  * the *_t128 kernels 128x128 tiles, which halve the operand traffic per FLOP and let
  * the tensor cores, not shared memory or L2, set the pace on large M; in the sm_90a image
- * these run on wgmma (two warpgroups, m64n128k16) fed by the same stages.  Blocks walk the
+ * these run on wgmma (two warpgroups, m64n128k16) fed by the same stages; the *_ws kernels
+ * (sm_90a only, gemm_ws.cuh) compute 128x256 tiles with a producer warpgroup feeding two
+ * consumer warpgroups through mbarriers, and serve every large GEMM there.  Blocks walk the
  * tiles in groups of 8 tile rows, so that a wave of blocks shares the w columns in L2.
  * Every kernel needs at most 48 KiB of static shared memory (the layer launches with no
  * dynamic shared memory).
@@ -164,17 +166,19 @@ __device__ __forceinline__ uint4 chunk_scalar(const float *base, unsigned rows, 
   return make_uint4(e[0], e[1], e[2], e[3]);
 }
 
-/* Stages rows row0..row0+ROWS-1, k0..k0+BK-1 of base [rows, K] into the tile at s.
- * vec: whole aligned chunks through cp.async; else element loads and a shared store. */
-template <unsigned ROWS, typename T>
+/* Stages rows row0..row0+ROWS-1, k0..k0+BK-1 of base [rows, K] into the tile at s, the
+ * NTHR threads tid = 0..NTHR-1 sharing the chunks.  vec: whole aligned chunks through
+ * cp.async; else element loads and a shared store. */
+template <unsigned ROWS, typename T, unsigned NTHR = kBlock>
 __device__ __forceinline__ void load_tile(uint32_t s, const T *__restrict__ base, unsigned rows,
-                                          unsigned K, unsigned row0, unsigned k0, bool vec) {
+                                          unsigned K, unsigned row0, unsigned k0, bool vec,
+                                          unsigned tid = threadIdx.x) {
   using L = tile_of<T>;
   constexpr unsigned N_CHUNKS = ROWS * L::CHUNKS;
-  static_assert(N_CHUNKS % kBlock == 0, "whole chunks per thread");
+  static_assert(N_CHUNKS % NTHR == 0, "whole chunks per thread");
 #pragma unroll
-  for (unsigned i = 0; i < N_CHUNKS / kBlock; i++) {
-    const unsigned idx = threadIdx.x + i * kBlock;
+  for (unsigned i = 0; i < N_CHUNKS / NTHR; i++) {
+    const unsigned idx = tid + i * NTHR;
     const unsigned r = idx / L::CHUNKS, c = idx % L::CHUNKS;
     const unsigned row = row0 + r, k = k0 + c * L::PER_CHUNK;
     const uint32_t dst = s + L::off(r, c);
@@ -189,13 +193,13 @@ __device__ __forceinline__ void load_tile(uint32_t s, const T *__restrict__ base
 
 /* One ring stage at `at`: the x tile (rows m0.., BM of them) then the w tile (rows n0..,
  * BN), both of k step kstep. */
-template <unsigned BM, unsigned BN, typename XT>
+template <unsigned BM, unsigned BN, typename XT, unsigned NTHR = kBlock>
 __device__ __forceinline__ void load_stage(uint32_t at, const XT *__restrict__ x,
                                            const bf16 *__restrict__ w, unsigned M, unsigned N,
                                            unsigned K, unsigned m0, unsigned n0, unsigned kstep,
-                                           bool vx, bool vw) {
-  load_tile<BM>(at, x, M, K, m0, kstep * BK, vx);
-  load_tile<BN>(at + BM * tile_of<XT>::ROW_BYTES, w, N, K, n0, kstep * BK, vw);
+                                           bool vx, bool vw, unsigned tid = threadIdx.x) {
+  load_tile<BM, XT, NTHR>(at, x, M, K, m0, kstep * BK, vx, tid);
+  load_tile<BN, bf16, NTHR>(at + BM * tile_of<XT>::ROW_BYTES, w, N, K, n0, kstep * BK, vw, tid);
 }
 
 /* This block's k steps [first, first + count) of KT: slice blockIdx.z of SPLIT when K is
@@ -417,6 +421,7 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
 #define MK_GEMM_WGMMA 1
 #include "sm90a.cuh"
 #include "gemm_wgmma.cuh"
+#include "gemm_ws.cuh"
 #else
 #define MK_GEMM_WGMMA 0
 #endif
@@ -743,6 +748,28 @@ MK_CHECK(gemm_f32in_t128, gemm);
 
 static_assert(mk_block("gemm_bf16_t128") == kBlock && mk_block("gemm_f32in_t128") == kBlock,
               "the tile mapping assumes 256 threads");
+#endif
+
+#if MK_GEMM_WGMMA
+/* 128x256 tiles, warp-specialised (gemm_ws.cuh): one block an SM, 8 stages of 24 KiB (bf16 x)
+ * or 6 of 32 KiB (f32 x).  Only in the sm_90a image. */
+constexpr unsigned kWsStagesBf16 = 8, kWsStagesF32 = 6;
+static_assert(mk_shared("gemm_bf16_ws") == kWsStagesBf16 * ws::ring<bf16, kWsStagesBf16>::STAGE + 1024u &&
+                  mk_shared("gemm_f32in_ws") == kWsStagesF32 * ws::ring<float, kWsStagesF32>::STAGE + 1024u,
+              "kernels.def METRALE_KERNEL_SHARED rows: the stages plus 1 KiB of alignment");
+static_assert(mk_block("gemm_bf16_ws") == ws::THREADS && mk_block("gemm_f32in_ws") == ws::THREADS,
+              "a producer warpgroup and two consumer warpgroups");
+#define MK_KERNEL_WS(name) extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) name
+
+MK_KERNEL_WS(gemm_bf16_ws)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  ws::gemm_tile_ws<bf16, false, kWsStagesBf16>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_bf16_ws, gemm);
+
+MK_KERNEL_WS(gemm_f32in_ws)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  ws::gemm_tile_ws<float, true, kWsStagesF32>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_f32in_ws, gemm);
 #endif
 
 #if MK_GEMM_MMA && __CUDA_ARCH__ >= 900

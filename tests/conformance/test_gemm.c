@@ -16,6 +16,12 @@ static const mnk gemm_shapes[] = {{1, 1, 1},     {1, 7, 129},   {3, 64, 1000}, {
  * group of the block walk (8), unaligned K. */
 static const mnk t128_shapes[] = {{1, 1, 1},     {5, 129, 7},     {64, 65, 64},  {129, 3, 33},
                                   {130, 257, 96}, {200, 130, 1000}, {1100, 130, 40}};
+/* 128x256 warp-specialised tiles (ring of 6-8 stages of 32 k, copies handed over 4-6 steps
+ * late): K of fewer steps than that lag (the producer's drain), odd step counts (the f32
+ * loop runs steps in pairs), unaligned K, partial tiles in M and N, more tile rows than one
+ * group of the block walk, out_proj's long K. */
+static const mnk ws_shapes[] = {{1, 1, 1},        {5, 257, 7},       {129, 300, 33},  {130, 513, 96},
+                                {200, 260, 1000}, {1100, 130, 40},   {150, 600, 4097}, {256, 2048, 64}};
 /* split K (4 slices of the k steps of 32): K of fewer steps than slices (empty slices), odd
  * and unaligned K, partial tiles, a long K as out_proj's. */
 static const mnk splitk_shapes[] = {{1, 1, 1},       {5, 129, 7},      {17, 70, 130},  {64, 65, 64},
@@ -52,9 +58,10 @@ static void ref_gemm(double *y, const metrale_bf16 *x, const float *xf, const me
 }
 
 /* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in).  tile: 0 for the gemv grid
- * (ceil(N/8)), else the output tile edge: grid (ceil(N/tile), ceil(M/tile), gz). */
-static void run_gemm_xz(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
-                        int in_f32, uint32_t tile, uint32_t gz) {
+ * (ceil(N/8)), else the output tile's rows; tile_n its columns: grid (ceil(N/tile_n),
+ * ceil(M/tile), gz). */
+static void run_gemm_grid(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
+                          int in_f32, uint32_t tile, uint32_t tile_n, uint32_t gz) {
   CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < nshapes; si++) {
     const mnk *s = &shapes[si];
@@ -69,7 +76,7 @@ static void run_gemm_xz(metrale_kernel_id id, const mnk *shapes, size_t nshapes,
     ref_gemm(ref, x, xf, w, s);
 
     gpu_dim3 grid = tile == 0 ? (gpu_dim3){(s->n + 7) / 8, 1, 1}
-                              : (gpu_dim3){(s->n + tile - 1) / tile, (s->m + tile - 1) / tile, gz};
+                              : (gpu_dim3){(s->n + tile_n - 1) / tile_n, (s->m + tile - 1) / tile, gz};
     double tol = in_f32 ? TOL_TF32 : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
     cf_launch l;
     cf_launch_init(&l, id, grid);
@@ -93,6 +100,11 @@ static void run_gemm_xz(metrale_kernel_id id, const mnk *shapes, size_t nshapes,
     free(x), free(xf), free(w), free(ref);
   }
   cf_close(&ctx);
+}
+
+static void run_gemm_xz(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
+                        int in_f32, uint32_t tile, uint32_t gz) {
+  run_gemm_grid(id, shapes, nshapes, out_f32, in_f32, tile, tile, gz);
 }
 
 static void run_gemm_x(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
@@ -136,6 +148,14 @@ Test(gemm, gemm_bf16_t128) {
 
 Test(gemm, gemm_f32in_t128) {
   run_gemm_x(METRALE_K_gemm_f32in_t128, t128_shapes, sizeof t128_shapes / sizeof t128_shapes[0], 1, 1, 128);
+}
+
+Test(gemm, gemm_bf16_ws) {
+  run_gemm_grid(METRALE_K_gemm_bf16_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 0, 0, 128, 256, 1);
+}
+
+Test(gemm, gemm_f32in_ws) {
+  run_gemm_grid(METRALE_K_gemm_f32in_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 1, 128, 256, 1);
 }
 
 Test(gemm, gemm_bf16_t128_splitk) {

@@ -38,22 +38,34 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by up to five kernels: a gemv for decode (M <= 16), 128x128
- * tiles when there are enough of them to fill the GPU, 128x128 tiles with K split over a
- * cluster for a few hundred rows, 64x64 tiles with K split in 4 when there are few of
- * them, and the 64x64-tile kernel. */
+/* One GEMM contract served by up to six kernels: a gemv for decode (M <= 16), warp-
+ * specialised 128x256 tiles or 128x128 tiles when there are enough of them to fill the GPU,
+ * 128x128 tiles with K split over a cluster for a few hundred rows, 64x64 tiles with K split
+ * in 4 when there are few of them, and the 64x64-tile kernel. */
 typedef struct gemm_family {
-  metrale_kernel_id gemv, t128, t128_splitk, splitk, tile; /* METRALE_K_COUNT: none */
-  uint32_t t128_slices;                                    /* grid.z of t128_splitk */
+  metrale_kernel_id gemv, ws, t128, t128_splitk, splitk, tile; /* METRALE_K_COUNT: none */
+  uint32_t t128_slices;                                        /* grid.z of t128_splitk */
 } gemm_family;
 
-static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_t128,
-                                      METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk,
-                                      METRALE_K_gemm_bf16,          8};
+static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_ws,
+                                      METRALE_K_gemm_bf16_t128,     METRALE_K_gemm_bf16_t128_splitk,
+                                      METRALE_K_gemm_bf16_splitk,   METRALE_K_gemm_bf16,
+                                      8};
 static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
-                                          METRALE_K_COUNT,         METRALE_K_gemm_bf16_f32, 0};
-static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_t128, METRALE_K_COUNT,
+                                          METRALE_K_COUNT,         METRALE_K_COUNT, METRALE_K_gemm_bf16_f32,
+                                          0};
+static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_ws,
+                                       METRALE_K_gemm_f32in_t128, METRALE_K_COUNT,
                                        METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in, 0};
+
+/* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
+ * SMs: in_proj at decode batch 256 makes 98 of them on the H200's 132 SMs (docs/perf-gemm.md).
+ * n = 0 (unknown) taken as wide. */
+static int use_ws(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
+  if (f->ws == METRALE_K_COUNT || !o->k[f->ws] || (n && n < 256)) return 0;
+  const uint64_t cols = n ? CEIL_DIV(n, 256) : 64;
+  return 2u * (uint64_t)CEIL_DIV(m, 128) * cols >= metrale_device_backend(o->dev)->caps.sm_count;
+}
 
 /* Split K on the 128x128 tiles for M > 64 while tiles x slices make at most three waves of
  * two blocks an SM: out_proj at decode batch 256 (32 tiles) 36.6 us on the 64x64 split, 29.7
@@ -86,6 +98,7 @@ static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, u
                                    uint32_t k) {
   if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
   if (n && k && use_t128_splitk(o, f, m, n, k)) return f->t128_splitk;
+  if (use_ws(o, f, m, n)) return f->ws;
   if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
   if (use_splitk(o, f, m, n, k)) return f->splitk;
   return f->tile;
@@ -160,8 +173,8 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
   gpu_dim3 grid = {CEIL_DIV(n, 8), 1, 1};
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-    const uint32_t tile = id == f->t128 || id == f->t128_splitk ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, tile), CEIL_DIV(m, tile),
+    const uint32_t tile = id == f->ws || id == f->t128 || id == f->t128_splitk ? 128u : 64u;
+    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws ? 256u : tile), CEIL_DIV(m, tile),
                       id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices : 1u};
   }
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
