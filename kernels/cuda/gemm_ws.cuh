@@ -92,7 +92,7 @@ template <unsigned R> __device__ __forceinline__ void regs_inc() {
 }
 
 constexpr unsigned BM = 128, BN = 256, THREADS = 384, GROUP = 128;
-constexpr unsigned CONSUMER_WARPS = 8; /* each releases a stage: the empty barriers' count */
+constexpr unsigned CONSUMERS = 256; /* each releases a stage: the empty barriers' count */
 
 /* One k step of a consumer with f32 x: this thread's A fragments of k 0..15 and 16..31
  * (rows ra and ra + 8 of the stage's x tile at sa) split into hi and lo bf16. */
@@ -185,6 +185,14 @@ __device__ __forceinline__ void produce(uint32_t s0, uint64_t *full, uint64_t *e
   }
 }
 
+/* After step kt's MMAs were issued and step kt - 1's are done: this thread hands step
+ * kt - 1's stage back (every consumer thread arrives, releasing its own reads of the stage:
+ * with f32 x, the A fragments it loaded). */
+template <unsigned STAGES>
+__device__ __forceinline__ void release(uint64_t *empty, unsigned kt) {
+  if (kt > 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+}
+
 /* A consumer warpgroup (c = 0, 1: rows 64 c .. 64 c + 63 of the tile) over k steps 0..NT-1. */
 template <typename XT, unsigned STAGES>
 __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t *full, uint64_t *empty,
@@ -203,7 +211,7 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
       mma_n256::ss(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
       wgmma_commit();
       wgmma_wait<1>(); /* step kt - 1's MMAs are done: its stage is free */
-      if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+      release<STAGES>(empty, kt);
     }
   } else {
     /* A from registers: two sets, so that step kt's fragments are made while step kt - 1's
@@ -223,7 +231,7 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
       mma_n256::rs(acc, h[1], db + 2);
       wgmma_commit();
       wgmma_wait<1>();
-      if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+      release<STAGES>(empty, kt);
     };
     unsigned kt = 0;
     for (; kt + 1 < NT; kt += 2) {
@@ -248,7 +256,7 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   if (threadIdx.x == 0) {
     for (unsigned s = 0; s < STAGES; s++) {
       mbar_init(&full[s], GROUP);
-      mbar_init(&empty[s], CONSUMER_WARPS);
+      mbar_init(&empty[s], CONSUMERS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
