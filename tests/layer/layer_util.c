@@ -121,7 +121,10 @@ double lt_rel_l2(const float *a, const float *b, uint64_t n) {
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* METRALE_TEST_PRINT_ERRORS=1 prints every comparison's error, passing or not (numerics work). */
 void lt_expect_close(const char *what, const float *got, const float *want, uint64_t n, double tol) {
   double e = lt_rel_l2(got, want, n);
+  const char *pe = getenv("METRALE_TEST_PRINT_ERRORS");
+  if (pe && *pe == '1') fprintf(stderr, "error %.3e (tolerance %.1e): %s\n", e, tol, what);
   cr_expect(e <= tol, "%s: relative L2 error %.3e exceeds %.1e", what, e, tol);
 }
