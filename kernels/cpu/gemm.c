@@ -243,6 +243,17 @@ metrale_status cpu_k_gemm_f32in_t128(const gpu_arg *args) { return cpu_k_gemm_f3
 metrale_status cpu_k_gemm_bf16_t128_splitk(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_bf16_ws(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_ws(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
+/* gemm_f32in_hi_ws: x rounded to bf16 first (a copy), then the bf16-x product with f32 y. */
+metrale_status cpu_k_gemm_f32in_hi_ws(const gpu_arg *args) {
+  const float *x = cpu_arg_p(args, 1);
+  const uint32_t m = cpu_arg_u(args, 3), k = cpu_arg_u(args, 5);
+  metrale_bf16 *xb = malloc((size_t)m * k * sizeof *xb + 1);
+  if (!xb) return METRALE_ERROR(OUT_OF_MEMORY, "gemm_f32in_hi_ws: bf16 copy of x [%u, %u]", m, k);
+  for (size_t i = 0; i < (size_t)m * k; i++) xb[i] = cpu_to_bf(x[i]);
+  metrale_status s = cpu_gemm_bf16_f32(cpu_arg_p(args, 0), xb, cpu_arg_p(args, 2), m, cpu_arg_u(args, 4), k);
+  free(xb);
+  return s;
+}
 /* Split K changes only the order of the f32 sums; the CPU ignores grids. */
 metrale_status cpu_k_gemm_bf16_splitk(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_splitk(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }

@@ -757,7 +757,8 @@ constexpr unsigned kWsStagesBf16 = 8, kWsStagesF32 = 6;
 static_assert(mk_shared("gemm_bf16_ws") == kWsStagesBf16 * ws::ring<bf16, kWsStagesBf16>::STAGE + 1024u &&
                   mk_shared("gemm_f32in_ws") == kWsStagesF32 * ws::ring<float, kWsStagesF32>::STAGE + 1024u,
               "kernels.def METRALE_KERNEL_SHARED rows: the stages plus 1 KiB of alignment");
-static_assert(mk_block("gemm_bf16_ws") == ws::THREADS && mk_block("gemm_f32in_ws") == ws::THREADS,
+static_assert(mk_block("gemm_bf16_ws") == ws::THREADS && mk_block("gemm_f32in_ws") == ws::THREADS &&
+                  mk_block("gemm_f32in_hi_ws") == ws::THREADS && mk_shared("gemm_f32in_hi_ws") == mk_shared("gemm_f32in_ws"),
               "a producer warpgroup and two consumer warpgroups");
 #define MK_KERNEL_WS(name) extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) name
 
@@ -770,6 +771,11 @@ MK_KERNEL_WS(gemm_f32in_ws)(float *y, const float *x, const bf16 *w, unsigned m,
   ws::gemm_tile_ws<float, true, kWsStagesF32>(y, x, w, m, n, k);
 }
 MK_CHECK(gemm_f32in_ws, gemm);
+
+MK_KERNEL_WS(gemm_f32in_hi_ws)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  ws::gemm_tile_ws<float, true, kWsStagesF32, false>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_f32in_hi_ws, gemm);
 #endif
 
 #if MK_GEMM_MMA && __CUDA_ARCH__ >= 900

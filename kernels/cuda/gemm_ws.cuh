@@ -95,17 +95,26 @@ constexpr unsigned BM = 128, BN = 256, THREADS = 384, GROUP = 128;
 constexpr unsigned CONSUMERS = 256; /* each releases a stage: the empty barriers' count */
 
 /* One k step of a consumer with f32 x: this thread's A fragments of k 0..15 and 16..31
- * (rows ra and ra + 8 of the stage's x tile at sa) split into hi and lo bf16. */
+ * (rows ra and ra + 8 of the stage's x tile at sa) split into hi and lo bf16, or (!LO) only
+ * rounded to bf16. */
+template <bool LO>
 __device__ __forceinline__ void split_a(uint32_t sa, unsigned ra, unsigned lane, uint32_t (&hi)[2][4],
                                         uint32_t (&lo)[2][4]) {
   const unsigned rb = ra + 8;
 #pragma unroll
   for (unsigned h = 0; h < 2; h++) {
     const unsigned c = h * 16 + 2 * (lane & 3u);
-    split_bf16(lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u), hi[h][0], lo[h][0]);
-    split_bf16(lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u), hi[h][1], lo[h][1]);
-    split_bf16(lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][2], lo[h][2]);
-    split_bf16(lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][3], lo[h][3]);
+    const float2 v[4] = {lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u),
+                         lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u),
+                         lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u),
+                         lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u)};
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++) {
+      if constexpr (LO)
+        split_bf16(v[i], hi[h][i], lo[h][i]);
+      else
+        hi[h][i] = pack_bf16(v[i].x, v[i].y);
+    }
   }
 }
 
@@ -193,8 +202,9 @@ __device__ __forceinline__ void release(uint64_t *empty, unsigned kt) {
   if (kt > 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
 }
 
-/* A consumer warpgroup (c = 0, 1: rows 64 c .. 64 c + 63 of the tile) over k steps 0..NT-1. */
-template <typename XT, unsigned STAGES>
+/* A consumer warpgroup (c = 0, 1: rows 64 c .. 64 c + 63 of the tile) over k steps 0..NT-1.
+ * f32 x: LO adds the product of x's low part (x = hi + lo); without it x counts as bf16(x). */
+template <typename XT, unsigned STAGES, bool LO>
 __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t *full, uint64_t *empty,
                                         unsigned c, unsigned NT) {
   using R = ring<XT, STAGES>;
@@ -223,11 +233,11 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
       mbar_wait(&full[s], (kt / STAGES) & 1u);
       const uint32_t sa = s0 + s * R::STAGE;
       const uint64_t db = desc64(sa + R::A_BYTES);
-      split_a(sa, ra, lane, h, l);
+      split_a<LO>(sa, ra, lane, h, l);
       wgmma_fence();
-      mma_n256::rs(acc, l[0], db);
+      if constexpr (LO) mma_n256::rs(acc, l[0], db);
       mma_n256::rs(acc, h[0], db);
-      mma_n256::rs(acc, l[1], db + 2);
+      if constexpr (LO) mma_n256::rs(acc, l[1], db + 2);
       mma_n256::rs(acc, h[1], db + 2);
       wgmma_commit();
       wgmma_wait<1>();
@@ -244,7 +254,7 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
   pin(acc);
 }
 
-template <typename XT, bool F32_OUT, unsigned STAGES>
+template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true>
 __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -272,7 +282,7 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   float acc[128];
 #pragma unroll
   for (unsigned i = 0; i < 128; i++) acc[i] = 0.0f;
-  consume<XT, STAGES>(acc, s0, full, empty, c, NT);
+  consume<XT, STAGES, LO>(acc, s0, full, empty, c, NT);
 
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u, g = lane / 4u, t = lane % 4u;
   const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;

@@ -44,20 +44,24 @@ static const mnk gemv_f32_shapes[] = {
 /* gemm_f32in may round x to tf32 (10-bit mantissa): NMSE ~ (2^-11)^2 / 3 */
 #define TOL_TF32 1e-6
 
-/* y [M,N] = x [M,K] . w [N,K]^T in double; x is bf16, or f32 when xf is given. */
-static void ref_gemm(double *y, const metrale_bf16 *x, const float *xf, const metrale_bf16 *w,
+/* y [M,N] = x [M,K] . w [N,K]^T in double; x is bf16, or f32 when xf is given (rounded to
+ * bf16 first when round_x). */
+static void ref_gemm(double *y, const metrale_bf16 *x, const float *xf, int round_x, const metrale_bf16 *w,
                      const mnk *s) {
   for (uint32_t i = 0; i < s->m; i++)
     for (uint32_t j = 0; j < s->n; j++) {
       double acc = 0.0;
       for (uint32_t q = 0; q < s->k; q++)
-        acc += (xf ? (double)xf[(size_t)i * s->k + q] : mt_bf(x[(size_t)i * s->k + q])) *
+        acc += (xf ? (round_x ? mt_bf(metrale_f32_to_bf16(xf[(size_t)i * s->k + q]))
+                              : (double)xf[(size_t)i * s->k + q])
+                   : mt_bf(x[(size_t)i * s->k + q])) *
                mt_bf(w[(size_t)j * s->k + q]);
       y[(size_t)i * s->n + j] = acc;
     }
 }
 
-/* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in).  tile: 0 for the gemv grid
+/* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in; 2: gemm_f32in_hi_ws, x taken as
+ * bf16(x)).  tile: 0 for the gemv grid
  * (ceil(N/8)), else the output tile's rows; tile_n its columns: grid (ceil(N/tile_n),
  * ceil(M/tile), gz). */
 static void run_gemm_grid(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
@@ -73,11 +77,11 @@ static void run_gemm_grid(metrale_kernel_id id, const mnk *shapes, size_t nshape
     if (xf) mt_fill_f32(&ctx.rng, xf, nx, -1, 1); /* not bf16-exact: rounding x fails */
     mt_fill_bf16(&ctx.rng, w, nw, -1, 1);
     double *ref = cf_alloc(ny, sizeof(double));
-    ref_gemm(ref, x, xf, w, s);
+    ref_gemm(ref, x, xf, in_f32 == 2, w, s);
 
     gpu_dim3 grid = tile == 0 ? (gpu_dim3){(s->n + 7) / 8, 1, 1}
                               : (gpu_dim3){(s->n + tile_n - 1) / tile_n, (s->m + tile - 1) / tile, gz};
-    double tol = in_f32 ? TOL_TF32 : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
+    double tol = in_f32 == 1 ? TOL_TF32 : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
     cf_launch l;
     cf_launch_init(&l, id, grid);
     int by = cf_buf_add(&l, "y", out_f32 ? CF_F32 : CF_BF16, CF_OUT, ny, NULL, tol);
@@ -156,6 +160,12 @@ Test(gemm, gemm_bf16_ws) {
 
 Test(gemm, gemm_f32in_ws) {
   run_gemm_grid(METRALE_K_gemm_f32in_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 1, 128, 256, 1);
+}
+
+/* against the product of bf16(x): a kernel that kept x's low part would fail (its
+ * difference from that reference is ~2^-9 relative, far above CF_TOL_F32) */
+Test(gemm, gemm_f32in_hi_ws) {
+  run_gemm_grid(METRALE_K_gemm_f32in_hi_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 2, 128, 256, 1);
 }
 
 Test(gemm, gemm_bf16_t128_splitk) {

@@ -58,6 +58,11 @@ static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32i
                                        METRALE_K_gemm_f32in_t128, METRALE_K_COUNT,
                                        METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in, 0};
 
+/* z: the f32in family with the bf16-x ws kernel in place of gemm_f32in_ws */
+static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_hi_ws,
+                                          METRALE_K_gemm_f32in_t128, METRALE_K_COUNT,
+                                          METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in, 0};
+
 /* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
  * SMs: in_proj at decode batch 256 makes 98 of them on the H200's 132 SMs (docs/perf-gemm.md).
  * n = 0 (unknown) taken as wide. */
@@ -111,6 +116,7 @@ static const char *gemm_name(const metrale_ops *o, const gemm_family *f, uint32_
 const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16, m); }
 const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16_F32, m); }
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_F32IN, m); }
+const char *metrale_ops_gemm_z_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_F32IN_HI, m); }
 
 const char *metrale_ops_kernel_or(const metrale_ops *o, metrale_kernel_id fast, metrale_kernel_id fallback) {
   return metrale_kernel_info_get(o->k[fast] ? fast : fallback)->name;
@@ -194,6 +200,11 @@ metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
 metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                              uint32_t m, uint32_t n, uint32_t k) {
   return gemm_run(o, &GEMM_F32IN, st, y, x, w, m, n, k);
+}
+
+metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                               uint32_t m, uint32_t n, uint32_t k) {
+  return gemm_run(o, &GEMM_F32IN_HI, st, y, x, w, m, n, k);
 }
 
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,

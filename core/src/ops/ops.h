@@ -22,6 +22,7 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev);
 const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m);
 const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m);
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m);
+const char *metrale_ops_gemm_z_path(const metrale_ops *ops, uint32_t m);
 /* For the audit: the name of `fast` when the backend has it, else of `fallback` (the
  * kernel the op then takes). */
 const char *metrale_ops_kernel_or(const metrale_ops *ops, metrale_kernel_id fast, metrale_kernel_id fallback);
@@ -50,6 +51,11 @@ metrale_status op_gemm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
 /* y f32 [M,N] = x f32 [M,K] . w bf16 [N,K]^T (gemv_f32in for small M when present). */
 metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                              uint32_t m, uint32_t n, uint32_t k);
+/* The z projection: as op_gemm_f32in, except that where the backend has gemm_f32in_hi_ws
+ * and the shape takes the 128x256 tiles, x is rounded to bf16 (one product, not two);
+ * z does not feed the recurrence (docs/numerics.md). */
+metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                               uint32_t m, uint32_t n, uint32_t k);
 /* p f32 [T, P] in the order [q | k | v | z | b | a] (kernels.def split_qkvzba35) into its
  * pieces. */
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,

@@ -113,6 +113,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");
+  fprintf(out, "  z projection, prefill:         gemm.%s%s\n", metrale_ops_gemm_z_path(o, 1u << 20),
+          o->k[METRALE_K_gemm_f32in_hi_ws] ? " (x rounded to bf16 on its 128x256 tiles)" : "");
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(o));

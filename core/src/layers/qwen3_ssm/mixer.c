@@ -39,7 +39,7 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     const uint64_t row = (uint64_t)d->H * 2; /* bytes of an in_proj row */
     const gpu_ptr wz = w->in_proj + (uint64_t)d->C * row, wb = wz + (uint64_t)nvdv * row, wa = wb + (uint64_t)d->nv * row;
     METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->mixed, x, w->in_proj, T, d->C, d->H));
-    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->z, x, wz, T, nvdv, d->H));
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in_z(o, st, s->z, x, wz, T, nvdv, d->H));
     METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->b, x, wb, T, d->nv, d->H));
     METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->a, x, wa, T, d->nv, d->H));
   }
