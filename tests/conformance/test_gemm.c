@@ -16,10 +16,10 @@ static const mnk gemm_shapes[] = {{1, 1, 1},     {1, 7, 129},   {3, 64, 1000}, {
  * group of the block walk (8), unaligned K. */
 static const mnk t128_shapes[] = {{1, 1, 1},     {5, 129, 7},     {64, 65, 64},  {129, 3, 33},
                                   {130, 257, 96}, {200, 130, 1000}, {1100, 130, 40}};
-/* 128x256 warp-specialised tiles (ring of 6-8 stages of 32 k, copies handed over 4-6 steps
- * late): K of fewer steps than that lag (the producer's drain), odd step counts (the f32
- * loop runs steps in pairs), unaligned K, partial tiles in M and N, more tile rows than one
- * group of the block walk, out_proj's long K. */
+/* 128x256 warp-specialised tiles (a ring of 6-8 stages of 32 k): K of fewer steps than the
+ * ring, odd step counts (the f32 loop runs steps in pairs), unaligned K (the producer's
+ * element path), partial tiles in M and N, more tile rows than one group of the block walk,
+ * out_proj's long K. */
 static const mnk ws_shapes[] = {{1, 1, 1},        {5, 257, 7},       {129, 300, 33},  {130, 513, 96},
                                 {200, 260, 1000}, {1100, 130, 40},   {150, 600, 4097}, {256, 2048, 64}};
 /* split K (4 slices of the k steps of 32): K of fewer steps than slices (empty slices), odd
