@@ -16,46 +16,11 @@ __device__ __forceinline__ uint64_t desc64(uint32_t addr) {
          (uint64_t)2 << 62;
 }
 
-/* The 64 f32 accumulators a thread of an m64n128 wgmma as asm operands %0..%63, read and
- * written: the register list in the instruction text, and the operand list. */
-#define MK_WG_ACC_REGS \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-#define MK_WG_ACC_OPS(d)                                                                           \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),        \
-  "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
-  "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),      \
-  "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),      \
-  "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),      \
-  "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),      \
-  "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),      \
-  "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-
-/* wgmma m64n128k16, 64 accumulators a thread.  (A 128x256 tile on m64n256k16, one block an
- * SM, ran the f32-input projection 20% slower than two 128x128 blocks an SM:
- * docs/perf-gemm.md.) */
-struct mma_n128 {
-  /* d (+)= A . B^T, m64n128k16, A and B K-major bf16 in shared memory (descriptors) */
-  static __device__ __forceinline__ void ss(float (&d)[64], uint64_t da, uint64_t db) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        MK_WG_ACC_REGS
-        "%64, %65, 1, 1, 1, 0, 0;\n"
-        : MK_WG_ACC_OPS(d)
-        : "l"(da), "l"(db));
-  }
-  /* the same with A in registers (the mma.m16n8k16 A fragment of each warp's 16 rows) */
-  static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        MK_WG_ACC_REGS
-        "{%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
-        : MK_WG_ACC_OPS(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-  }
-};
-#undef MK_WG_ACC_REGS
-#undef MK_WG_ACC_OPS
+/* wgmma m64n128k16 (sm90a.cuh), 64 accumulators a thread.  (A 128x256 tile on m64n256k16,
+ * one block an SM, ran the f32-input projection 20% slower than two 128x128 blocks an SM:
+ * docs/perf-gemm.md; gemm_ws.cuh's warp-specialised form made that tile pay.) */
+using mma_ss = sm90::wgmma_ss<128>;
+using mma_rs = sm90::wgmma_rs<128>;
 
 /* 128x128 tile, two warpgroups of 64 rows each, m64n128k16 per k16 step; the stages are
  * those of tc::gemm_tile, in the launch's dynamic shared memory.  bf16 x: A from shared
@@ -67,7 +32,6 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
                                              const bf16 *__restrict__ w, unsigned M, unsigned N,
                                              unsigned K) {
   constexpr unsigned BM = 128, BN = 128;
-  using mma = mma_n128;
   constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
   constexpr unsigned STAGE = A_BYTES + B_BYTES;
   static_assert(STAGE % 512u == 0 && A_BYTES % 512u == 0, "swizzle atoms stay aligned");
@@ -108,8 +72,8 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
       const uint64_t da = desc64(sa + wgi * 64u * 64u);
       pin(acc);
       wgmma_fence();
-      mma::ss(acc, da, db);
-      mma::ss(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
+      mma_ss::run(acc, da, db);
+      mma_ss::run(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
       wgmma_commit();
       wgmma_wait0();
       pin(acc);
@@ -126,10 +90,10 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
       }
       pin(acc);
       wgmma_fence();
-      mma::rs(acc, lo[0], db);
-      mma::rs(acc, hi[0], db);
-      mma::rs(acc, lo[1], db + 2);
-      mma::rs(acc, hi[1], db + 2);
+      mma_rs::run(acc, lo[0], db);
+      mma_rs::run(acc, hi[0], db);
+      mma_rs::run(acc, lo[1], db + 2);
+      mma_rs::run(acc, hi[1], db + 2);
       wgmma_commit();
       wgmma_wait0();
       pin(acc);

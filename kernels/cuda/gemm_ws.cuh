@@ -24,52 +24,9 @@ using sm90::wgmma_fence;
 using sm90::wgmma_wait;
 using wg::desc64;
 
-/* The 128 f32 accumulators a thread of an m64n256 wgmma as asm operands %0..%127. */
-#define MK_WS_ACC_REGS \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
-  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-#define MK_WS_ACC_OPS(d) \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-
-struct mma_n256 {
-  /* d += A . B^T, m64n256k16, A and B K-major bf16 in shared memory (descriptors) */
-  static __device__ __forceinline__ void ss(float (&d)[128], uint64_t da, uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " MK_WS_ACC_REGS
-                 "%128, %129, 1, 1, 1, 0, 0;\n"
-                 : MK_WS_ACC_OPS(d)
-                 : "l"(da), "l"(db));
-  }
-  /* the same with A in registers (the mma.m16n8k16 A fragment of each warp's 16 rows) */
-  static __device__ __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " MK_WS_ACC_REGS
-                 "{%128, %129, %130, %131}, %132, 1, 1, 1, 0;\n"
-                 : MK_WS_ACC_OPS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-  }
-};
-#undef MK_WS_ACC_REGS
-#undef MK_WS_ACC_OPS
+/* wgmma m64n256k16 (sm90a.cuh), 128 accumulators a thread */
+using mma_ss = sm90::wgmma_ss<256>;
+using mma_rs = sm90::wgmma_rs<256>;
 
 __device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(sm90::smem_u32(bar)), "r"(count) : "memory");
@@ -217,8 +174,8 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
       const uint32_t sa = s0 + s * R::STAGE;
       const uint64_t da = desc64(sa + c * 64u * 64u), db = desc64(sa + R::A_BYTES);
       wgmma_fence();
-      mma_n256::ss(acc, da, db);
-      mma_n256::ss(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
+      mma_ss::run(acc, da, db);
+      mma_ss::run(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
       wgmma_commit();
       wgmma_wait<1>(); /* step kt - 1's MMAs are done: its stage is free */
       release<STAGES>(empty, kt);
@@ -235,10 +192,10 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
       const uint64_t db = desc64(sa + R::A_BYTES);
       split_a<LO>(sa, ra, lane, h, l);
       wgmma_fence();
-      if constexpr (LO) mma_n256::rs(acc, l[0], db);
-      mma_n256::rs(acc, h[0], db);
-      if constexpr (LO) mma_n256::rs(acc, l[1], db + 2);
-      mma_n256::rs(acc, h[1], db + 2);
+      if constexpr (LO) mma_rs::run(acc, l[0], db);
+      mma_rs::run(acc, h[0], db);
+      if constexpr (LO) mma_rs::run(acc, l[1], db + 2);
+      mma_rs::run(acc, h[1], db + 2);
       wgmma_commit();
       wgmma_wait<1>();
       release<STAGES>(empty, kt);

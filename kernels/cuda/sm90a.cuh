@@ -40,37 +40,83 @@ __device__ __forceinline__ uint64_t desc_plain(uint32_t addr, uint32_t lbo, uint
   return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
 }
 
-/* d += A B on m64nNk16, f32 accumulators (N / 2 a thread), A and B K-major bf16 in shared
- * memory (descriptors). */
-template <unsigned N> struct wgmma_ss;
-template <> struct wgmma_ss<32> {
-  static __device__ __forceinline__ void run(float (&d)[16], uint64_t da, uint64_t db) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "%16, %17, 1, 1, 1, 0, 0;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-          "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db));
-  }
-};
+/* The accumulators of an m64nNk16 wgmma, N / 2 f32 registers a thread, as asm operands
+ * %0 .. %(N/2 - 1): MK_ACC_<N/2> lists them for the instruction text, MK_ACC_OPS_<N/2>(d)
+ * binds them to d[0 ..] ("+f": read and written).  Each list extends the one before it, so
+ * the numbering is written out once for every width. */
+#define MK_ACC_16 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define MK_ACC_32 MK_ACC_16 ", " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define MK_ACC_64 MK_ACC_32 ", " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, " \
+  "%49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define MK_ACC_128 MK_ACC_64 ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, " \
+  "%81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, " \
+  "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, " \
+  "%126, %127"
+#define MK_ACC_OPS_16(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define MK_ACC_OPS_32(d) MK_ACC_OPS_16(d), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define MK_ACC_OPS_64(d) MK_ACC_OPS_32(d), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define MK_ACC_OPS_128(d) MK_ACC_OPS_64(d), \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-template <> struct wgmma_ss<64> {
-  static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, 1, 1, 1, 0, 0;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(da), "l"(db));
-  }
-};
+/* d += A B on m64nNk16, f32 accumulators (N / 2 a thread), A and B K-major bf16: wgmma_ss
+ * with both in shared memory (descriptors), wgmma_rs with A as the mma.m16n8k16 fragment of
+ * each warp's 16 rows in registers. */
+template <unsigned N> struct wgmma_ss;
+template <unsigned N> struct wgmma_rs;
+#define MK_WGMMA_SS(N, ACC, OPS, DA, DB)                                                          \
+  template <> struct wgmma_ss<N> {                                                                \
+    static __device__ __forceinline__ void run(float (&d)[N / 2], uint64_t da, uint64_t db) {     \
+      asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" ACC "}, %" #DA    \
+                   ", %" #DB ", 1, 1, 1, 0, 0;\n"                                                 \
+                   : OPS(d)                                                                      \
+                   : "l"(da), "l"(db));                                                          \
+    }                                                                                            \
+  };
+#define MK_WGMMA_RS(N, ACC, OPS, A0, A1, A2, A3, DB)                                              \
+  template <> struct wgmma_rs<N> {                                                                \
+    static __device__ __forceinline__ void run(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) { \
+      asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" ACC "}, {%" #A0   \
+                   ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DB ", 1, 1, 1, 0;\n"                    \
+                   : OPS(d)                                                                      \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                       \
+    }                                                                                            \
+  };
+MK_WGMMA_SS(32, MK_ACC_16, MK_ACC_OPS_16, 16, 17)
+MK_WGMMA_SS(64, MK_ACC_32, MK_ACC_OPS_32, 32, 33)
+MK_WGMMA_SS(128, MK_ACC_64, MK_ACC_OPS_64, 64, 65)
+MK_WGMMA_SS(256, MK_ACC_128, MK_ACC_OPS_128, 128, 129)
+MK_WGMMA_RS(128, MK_ACC_64, MK_ACC_OPS_64, 64, 65, 66, 67, 68)
+MK_WGMMA_RS(256, MK_ACC_128, MK_ACC_OPS_128, 128, 129, 130, 131, 132)
+#undef MK_WGMMA_SS
+#undef MK_WGMMA_RS
+#undef MK_ACC_16
+#undef MK_ACC_32
+#undef MK_ACC_64
+#undef MK_ACC_128
+#undef MK_ACC_OPS_16
+#undef MK_ACC_OPS_32
+#undef MK_ACC_OPS_64
+#undef MK_ACC_OPS_128
 
 /* The left half of the columns of a thread's A wgmma accumulators: 8-column tile j is in
  * registers 4 j .. 4 j + 3, so the left half is the first A / 2 registers, the accumulators
