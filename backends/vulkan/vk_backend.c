@@ -51,6 +51,7 @@ static uint32_t compute_units(vk_backend *be) {
 static void fill_caps(vk_backend *be) {
   gpu_caps *c = &be->base.caps;
   snprintf(c->device_name, sizeof c->device_name, "%.127s", be->props.deviceName);
+  be->loop_cap = strstr(be->props.deviceName, "llvmpipe") ? VK_LLVMPIPE_LOOP_BUDGET : 0u;
   snprintf(c->arch, sizeof c->arch, "vulkan");
   VkPhysicalDeviceSubgroupProperties sg = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};

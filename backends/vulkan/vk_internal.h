@@ -124,6 +124,11 @@ typedef struct vk_backend {
   uint32_t queue_family;
   VkPhysicalDeviceProperties props;
   VkPhysicalDeviceMemoryProperties memprops;
+  /* Loop iterations a shader invocation may run in all before the driver ends its loops
+   * (llvmpipe: 65535, shared by every loop; we budget VK_LLVMPIPE_LOOP_BUDGET of them); 0:
+   * no such cap.  Where set, delta_rule_prefill runs long sequences in windows of tokens,
+   * one dispatch each (vk_pipeline.c). */
+  uint32_t loop_cap;
   pthread_mutex_t lock; /* guards everything below and the queue */
   vk_memory mem;
   vk_staging staging;
@@ -134,6 +139,18 @@ typedef struct vk_backend {
   vk_pipeline pipelines[METRALE_K_COUNT];
   vk_validation validation;
 } vk_backend;
+
+#define VK_LLVMPIPE_LOOP_BUDGET 60000u
+
+/* Tokens of a sequence one delta_rule_prefill dispatch runs under a loop cap: the shader
+ * loops about 3 dk times around a window and 2 dk + 4 times a token, for each of its
+ * ceil(dv / block) column passes.  delta_rule_prefill.comp computes the same. */
+static inline uint32_t vk_delta_window(uint32_t cap, uint32_t dk, uint32_t dv, uint32_t block) {
+  const uint32_t passes = (dv + block - 1) / block;
+  const uint32_t per_pass = cap / (passes ? passes : 1u);
+  const uint32_t fixed = 3u * dk, per_token = 2u * dk + 4u;
+  return per_pass > fixed + per_token ? (per_pass - fixed) / per_token : 1u;
+}
 
 static inline vk_backend *vk_cast(gpu_backend *be) { return (vk_backend *)be; }
 

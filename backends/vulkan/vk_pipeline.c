@@ -3,6 +3,7 @@
  * with the offsets that tools/gen/vk_push_constants.c generated from kernels.def (the
  * same generator wrote each shader's `Args` block). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vk_internal.h"
@@ -54,13 +55,18 @@ static metrale_status pipeline_create(vk_backend *be, const metrale_kernel_info 
       .pPushConstantRanges = &range,
   };
   VK_TRY(be->fn.vkCreatePipelineLayout(be->device, &li, NULL, &p->layout), "vkCreatePipelineLayout");
+  /* delta_rule_prefill's constant 0: the driver's loop cap (vk_internal.h), 0 for none */
+  const VkSpecializationMapEntry cap_entry = {.constantID = 0, .offset = 0, .size = sizeof(uint32_t)};
+  const VkSpecializationInfo cap_spec = {
+      .mapEntryCount = 1, .pMapEntries = &cap_entry, .dataSize = sizeof be->loop_cap, .pData = &be->loop_cap};
   VkComputePipelineCreateInfo ci = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
       .flags = VK_PIPELINE_CREATE_DISPATCH_BASE_BIT, /* grids beyond maxComputeWorkGroupCount */
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = p->module,
-                .pName = "main"},
+                .pName = "main",
+                .pSpecializationInfo = info->id == METRALE_K_delta_rule_prefill ? &cap_spec : NULL},
       .layout = p->layout,
   };
   VK_TRY(be->fn.vkCreateComputePipelines(be->device, VK_NULL_HANDLE, 1, &ci, NULL, &p->pipeline),
@@ -113,6 +119,29 @@ static metrale_status check_limits(const metrale_kernel_info *info, const gpu_ar
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
+/* Under a loop cap (llvmpipe): the windows delta_rule_prefill needs for its longest sequence,
+ * read from cu_seqlens (kernels.def argument order: o qkv g beta state cu_seqlens slots s nk
+ * nv dk dv).  Reading it waits for the stream; only drivers with the cap pay that. */
+static metrale_status delta_windows(vk_backend *be, gpu_stream stream, const gpu_arg *args,
+                                    uint32_t *out) {
+  const uint32_t nseq = args[7].v.u32, dk = args[10].v.u32, dv = args[11].v.u32;
+  *out = 1;
+  if (nseq == 0) return METRALE_OK;
+  if (nseq > (1u << 24)) return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill: %u sequences", nseq);
+  int32_t *cu = malloc(((size_t)nseq + 1) * sizeof *cu);
+  if (!cu) return METRALE_ERROR(OUT_OF_MEMORY, "delta_rule_prefill windows: %u sequence bounds", nseq + 1);
+  metrale_status s = vk_copy_d2h(&be->base, cu, args[5].v.ptr, ((size_t)nseq + 1) * sizeof *cu, stream);
+  if (!s) {
+    const uint32_t win = vk_delta_window(be->loop_cap, dk, dv, vk_push_layouts[METRALE_K_delta_rule_prefill].block);
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < nseq; i++)
+      if (cu[i + 1] > cu[i] && (uint32_t)(cu[i + 1] - cu[i]) > longest) longest = (uint32_t)(cu[i + 1] - cu[i]);
+    *out = longest ? (longest + win - 1) / win : 1;
+  }
+  free(cu);
+  return s;
+}
+
 metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gpu_dim3 block,
                          uint32_t shared_bytes, gpu_stream stream, const gpu_arg *args,
                          uint32_t nargs) {
@@ -148,6 +177,10 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
     }
   }
 
+  uint32_t windows = 1;
+  if (be->loop_cap && info->id == METRALE_K_delta_rule_prefill)
+    METRALE_RETURN_IF_ERROR(delta_windows(be, stream, args, &windows));
+
   pthread_mutex_lock(&be->lock);
   VkCommandBuffer cb;
   metrale_status s = vk_stream_record(be, vk_stream_of(be, stream), &cb);
@@ -157,11 +190,20 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
     if (pl->size)
       be->fn.vkCmdPushConstants(cb, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pl->size, push);
     const uint32_t *max = be->props.limits.maxComputeWorkGroupCount;
-    for (uint32_t z = 0; z < grid.z; z += min_u32(max[2], grid.z - z))
-      for (uint32_t y = 0; y < grid.y; y += min_u32(max[1], grid.y - y))
-        for (uint32_t x = 0; x < grid.x; x += min_u32(max[0], grid.x - x))
-          be->fn.vkCmdDispatchBase(cb, x, y, z, min_u32(max[0], grid.x - x),
-                                   min_u32(max[1], grid.y - y), min_u32(max[2], grid.z - z));
+    for (uint32_t w = 0; w < windows; w++) { /* window w is workgroup row w: grid.y is 1 then */
+      if (w > 0) { /* window w starts from the state window w - 1 stored */
+        const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                    .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                                    .dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT};
+        be->fn.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+      }
+      for (uint32_t z = 0; z < grid.z; z += min_u32(max[2], grid.z - z))
+        for (uint32_t y = 0; y < grid.y; y += min_u32(max[1], grid.y - y))
+          for (uint32_t x = 0; x < grid.x; x += min_u32(max[0], grid.x - x))
+            be->fn.vkCmdDispatchBase(cb, x, y + w, z, min_u32(max[0], grid.x - x),
+                                     min_u32(max[1], grid.y - y), min_u32(max[2], grid.z - z));
+    }
   }
   pthread_mutex_unlock(&be->lock);
   return s;

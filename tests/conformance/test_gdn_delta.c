@@ -189,6 +189,24 @@ Test(gdn, delta_rule_decode) {
   cf_close(&ctx);
 }
 
+/* Long sequences: thousands of tokens through one state.  (llvmpipe ends a shader
+ * invocation's loops after 65535 iterations in all, which the Vulkan prefill passed at
+ * tokens x dk ~ 33000 until it ran long sequences in windows: backends/vulkan/README.md.)
+ * One sequence a case, so no padding slot: on such a driver a padding sequence restarts
+ * from zero every window. */
+Test(gdn, delta_rule_prefill_long) {
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill);
+  static const heads hs[] = {{1, 1, 128, 16}, {1, 1, 32, 256}, {2, 4, 64, 128}};
+  static const int32_t lens[] = {2400, 600, 600};
+  for (size_t hi = 0; hi < sizeof hs / sizeof hs[0]; hi++) {
+    int32_t cu[2] = {0, lens[hi]};
+    snprintf(ctx.shape, sizeof ctx.shape, "S=1 T=%d nk=%u nv=%u dk=%u dv=%u", lens[hi], hs[hi].nk,
+             hs[hi].nv, hs[hi].dk, hs[hi].dv);
+    run_case(&ctx, kern, &hs[hi], 1, cu, 3, 0);
+  }
+  cf_close(&ctx);
+}
+
 Test(gdn, delta_rule_prefill) {
   CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill);
   static const int32_t lens_a[] = {0, 1, 2, 5, 33}, lens_b[] = {3, 1}, lens_c[] = {7};
