@@ -126,8 +126,8 @@ typedef struct vk_backend {
   VkPhysicalDeviceMemoryProperties memprops;
   /* Loop iterations a shader invocation may run in all before the driver ends its loops
    * (llvmpipe: 65535, shared by every loop; we budget VK_LLVMPIPE_LOOP_BUDGET of them); 0:
-   * no such cap.  Where set, delta_rule_prefill runs long sequences in windows of tokens,
-   * one dispatch each (vk_pipeline.c). */
+   * no such cap.  Where set, delta_rule_prefill and conv1d_prefill run long sequences in
+   * windows of tokens, one dispatch each (vk_pipeline.c). */
   uint32_t loop_cap;
   pthread_mutex_t lock; /* guards everything below and the queue */
   vk_memory mem;
@@ -150,6 +150,13 @@ static inline uint32_t vk_delta_window(uint32_t cap, uint32_t dk, uint32_t dv, u
   const uint32_t per_pass = cap / (passes ? passes : 1u);
   const uint32_t fixed = 3u * dk, per_token = 2u * dk + 4u;
   return per_pass > fixed + per_token ? (per_pass - fixed) / per_token : 1u;
+}
+
+/* Tokens of a sequence one conv1d_prefill dispatch runs under a loop cap: the shader loops
+ * kw + 1 times a token and kw - 1 times to store the state.  conv1d_prefill.comp computes the
+ * same. */
+static inline uint32_t vk_conv_window(uint32_t cap, uint32_t kw) {
+  return cap > 2u * kw + 2u ? (cap - kw) / (kw + 2u) : 1u;
 }
 
 static inline vk_backend *vk_cast(gpu_backend *be) { return (vk_backend *)be; }

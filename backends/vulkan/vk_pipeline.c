@@ -25,6 +25,13 @@ static const struct vk_limit {
     {METRALE_K_delta_rule_prefill, "dk", VK_DELTA_DK_MAX},
 };
 
+/* The kernels that run long sequences in windows of tokens under a loop cap, one dispatch a
+ * window: delta_rule_prefill (window = workgroup row y, grid.y is 1) and conv1d_prefill
+ * (window = workgroup layer z, grid.z is 1). */
+static int windowed(metrale_kernel_id id) {
+  return id == METRALE_K_delta_rule_prefill || id == METRALE_K_conv1d_prefill;
+}
+
 static const vk_shader_blob *find_blob(const char *name) {
   for (const vk_shader_blob *b = vk_shader_blobs; b->name; b++)
     if (strcmp(b->name, name) == 0) return b;
@@ -55,7 +62,7 @@ static metrale_status pipeline_create(vk_backend *be, const metrale_kernel_info 
       .pPushConstantRanges = &range,
   };
   VK_TRY(be->fn.vkCreatePipelineLayout(be->device, &li, NULL, &p->layout), "vkCreatePipelineLayout");
-  /* delta_rule_prefill's constant 0: the driver's loop cap (vk_internal.h), 0 for none */
+  /* the windowed kernels' constant 0: the driver's loop cap (vk_internal.h), 0 for none */
   const VkSpecializationMapEntry cap_entry = {.constantID = 0, .offset = 0, .size = sizeof(uint32_t)};
   const VkSpecializationInfo cap_spec = {
       .mapEntryCount = 1, .pMapEntries = &cap_entry, .dataSize = sizeof be->loop_cap, .pData = &be->loop_cap};
@@ -66,7 +73,7 @@ static metrale_status pipeline_create(vk_backend *be, const metrale_kernel_info 
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = p->module,
                 .pName = "main",
-                .pSpecializationInfo = info->id == METRALE_K_delta_rule_prefill ? &cap_spec : NULL},
+                .pSpecializationInfo = windowed(info->id) ? &cap_spec : NULL},
       .layout = p->layout,
   };
   VK_TRY(be->fn.vkCreateComputePipelines(be->device, VK_NULL_HANDLE, 1, &ci, NULL, &p->pipeline),
@@ -119,20 +126,26 @@ static metrale_status check_limits(const metrale_kernel_info *info, const gpu_ar
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
-/* Under a loop cap (llvmpipe): the windows delta_rule_prefill needs for its longest sequence,
- * read from cu_seqlens (kernels.def argument order: o qkv g beta state cu_seqlens slots s nk
- * nv dk dv).  Reading it waits for the stream; only drivers with the cap pay that. */
-static metrale_status delta_windows(vk_backend *be, gpu_stream stream, const gpu_arg *args,
-                                    uint32_t *out) {
-  const uint32_t nseq = args[7].v.u32, dk = args[10].v.u32, dv = args[11].v.u32;
+/* Under a loop cap (llvmpipe): the windows a windowed kernel needs for its longest sequence,
+ * read from cu_seqlens (kernels.def argument order: delta_rule_prefill o qkv g beta state
+ * cu_seqlens slots s nk nv dk dv; conv1d_prefill y x w state cu_seqlens slots s c kw).
+ * Reading it waits for the stream; only drivers with the cap pay that. */
+static metrale_status count_windows(vk_backend *be, metrale_kernel_id id, gpu_stream stream,
+                                    const gpu_arg *args, uint32_t *out) {
+  const int delta = id == METRALE_K_delta_rule_prefill;
+  const uint32_t nseq = args[delta ? 7 : 6].v.u32;
+  const gpu_ptr cu_ptr = args[delta ? 5 : 4].v.ptr;
   *out = 1;
   if (nseq == 0) return METRALE_OK;
-  if (nseq > (1u << 24)) return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill: %u sequences", nseq);
+  if (nseq > (1u << 24)) return METRALE_ERROR(INVALID_ARGUMENT, "windowed prefill: %u sequences", nseq);
   int32_t *cu = malloc(((size_t)nseq + 1) * sizeof *cu);
-  if (!cu) return METRALE_ERROR(OUT_OF_MEMORY, "delta_rule_prefill windows: %u sequence bounds", nseq + 1);
-  metrale_status s = vk_copy_d2h(&be->base, cu, args[5].v.ptr, ((size_t)nseq + 1) * sizeof *cu, stream);
+  if (!cu) return METRALE_ERROR(OUT_OF_MEMORY, "prefill windows: %u sequence bounds", nseq + 1);
+  metrale_status s = vk_copy_d2h(&be->base, cu, cu_ptr, ((size_t)nseq + 1) * sizeof *cu, stream);
   if (!s) {
-    const uint32_t win = vk_delta_window(be->loop_cap, dk, dv, vk_push_layouts[METRALE_K_delta_rule_prefill].block);
+    const uint32_t win =
+        delta ? vk_delta_window(be->loop_cap, args[10].v.u32, args[11].v.u32,
+                                vk_push_layouts[METRALE_K_delta_rule_prefill].block)
+              : vk_conv_window(be->loop_cap, args[8].v.u32);
     uint32_t longest = 0;
     for (uint32_t i = 0; i < nseq; i++)
       if (cu[i + 1] > cu[i] && (uint32_t)(cu[i + 1] - cu[i]) > longest) longest = (uint32_t)(cu[i + 1] - cu[i]);
@@ -178,8 +191,9 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
   }
 
   uint32_t windows = 1;
-  if (be->loop_cap && info->id == METRALE_K_delta_rule_prefill)
-    METRALE_RETURN_IF_ERROR(delta_windows(be, stream, args, &windows));
+  if (be->loop_cap && windowed(info->id))
+    METRALE_RETURN_IF_ERROR(count_windows(be, info->id, stream, args, &windows));
+  const int window_on_z = info->id == METRALE_K_conv1d_prefill;
 
   pthread_mutex_lock(&be->lock);
   VkCommandBuffer cb;
@@ -190,7 +204,7 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
     if (pl->size)
       be->fn.vkCmdPushConstants(cb, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pl->size, push);
     const uint32_t *max = be->props.limits.maxComputeWorkGroupCount;
-    for (uint32_t w = 0; w < windows; w++) { /* window w is workgroup row w: grid.y is 1 then */
+    for (uint32_t w = 0; w < windows; w++) { /* window w: workgroup row or layer w (grid 1 there) */
       if (w > 0) { /* window w starts from the state window w - 1 stored */
         const VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                     .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
@@ -201,7 +215,8 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
       for (uint32_t z = 0; z < grid.z; z += min_u32(max[2], grid.z - z))
         for (uint32_t y = 0; y < grid.y; y += min_u32(max[1], grid.y - y))
           for (uint32_t x = 0; x < grid.x; x += min_u32(max[0], grid.x - x))
-            be->fn.vkCmdDispatchBase(cb, x, y + w, z, min_u32(max[0], grid.x - x),
+            be->fn.vkCmdDispatchBase(cb, x, window_on_z ? y : y + w, window_on_z ? z + w : z,
+                                     min_u32(max[0], grid.x - x),
                                      min_u32(max[1], grid.y - y), min_u32(max[2], grid.z - z));
     }
   }

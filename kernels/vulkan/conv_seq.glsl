@@ -15,18 +15,21 @@ uint conv_window_bits(U32 st, int slot, uint Km1, uint t0, uint idx, uint C, uin
   return u32_at(args.x, uint64_t(t0 + idx - Km1) * C).v[c];
 }
 
-void conv_seq(int slot, uint t0, uint L, uint c) {
+// Outputs first .. first+n-1 of the sequence (the state is stored by the range that ends it).
+void conv_seq_range(int slot, uint t0, uint L, uint first, uint n, uint c) {
   uint C = args.c, K = args.kw;
   if (K == 0u) return;
   uint Km1 = K - 1u;
   U32 st = u32_at(args.state, (uint64_t(max(slot, 0)) * C + c) * Km1);
   BF16 w = bf16_at(args.w, uint64_t(c) * K);
-  for (uint i = 0; i < L; i++) {
+  for (uint i = first; i < first + n; i++) {
     float acc = 0.0;
     for (uint j = 0; j < K; j++)
       acc += bf16_to_f32(w.v[j]) * uintBitsToFloat(conv_window_bits(st, slot, Km1, t0, i + j, C, c));
     f32_at(args.y, uint64_t(t0 + i) * C).v[c] = silu(acc);
   }
-  if (slot < 0) return;
+  if (slot < 0 || first + n != L) return;
   for (uint i = 0; i < Km1; i++) st.v[i] = conv_window_bits(st, slot, Km1, t0, L + i, C, c);
 }
+
+void conv_seq(int slot, uint t0, uint L, uint c) { conv_seq_range(slot, t0, L, 0u, L, c); }

@@ -102,6 +102,20 @@ Test(conv, conv1d_prefill) {
   cf_close(&ctx);
 }
 
+/* Sequences of tens of thousands of tokens, several in one call, padding slots among them.
+ * (llvmpipe ends a shader invocation's loops after 65535 iterations in all; the Vulkan conv
+ * prefill loops K + 1 times a token, so on such a driver it runs long sequences in windows:
+ * backends/vulkan/README.md.) */
+Test(conv, conv1d_prefill_long, .timeout = 600) {
+  CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill);
+  static const int32_t lens[] = {25000, 3, 12000, 0, 11000};
+  int32_t cu[6] = {0};
+  for (uint32_t s = 0; s < 5; s++) cu[s + 1] = cu[s] + lens[s];
+  snprintf(ctx.shape, sizeof ctx.shape, "C=40 K=4 S=5 T=%d", cu[5]);
+  run_case(&ctx, kern, 40, 4, 5, cu, 7, 0);
+  cf_close(&ctx);
+}
+
 Test(conv, conv1d_update) {
   CF_BEGIN(ctx, kern, METRALE_K_conv1d_update);
   static const uint32_t batches[] = {1, 2, 5};
