@@ -126,15 +126,27 @@ static metrale_status check_limits(const metrale_kernel_info *info, const gpu_ar
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
+/* The launch argument of `info` named `name` (kernels.def), or NULL. */
+static const gpu_arg *arg_named(const metrale_kernel_info *info, const gpu_arg *args, const char *name) {
+  for (uint32_t i = 0; i < info->nargs; i++)
+    if (strcmp(info->arg_names[i], name) == 0) return &args[i];
+  return NULL;
+}
+
 /* Under a loop cap (llvmpipe): the windows a windowed kernel needs for its longest sequence,
- * read from cu_seqlens (kernels.def argument order: delta_rule_prefill o qkv g beta state
- * cu_seqlens slots s nk nv dk dv; conv1d_prefill y x w state cu_seqlens slots s c kw).
- * Reading it waits for the stream; only drivers with the cap pay that. */
-static metrale_status count_windows(vk_backend *be, metrale_kernel_id id, gpu_stream stream,
+ * read from its cu_seqlens.  Reading it waits for the stream; only drivers with the cap pay
+ * that. */
+static metrale_status count_windows(vk_backend *be, const metrale_kernel_info *info, gpu_stream stream,
                                     const gpu_arg *args, uint32_t *out) {
-  const int delta = id == METRALE_K_delta_rule_prefill;
-  const uint32_t nseq = args[delta ? 7 : 6].v.u32;
-  const gpu_ptr cu_ptr = args[delta ? 5 : 4].v.ptr;
+  const int delta = info->id == METRALE_K_delta_rule_prefill;
+  const gpu_arg *a_s = arg_named(info, args, "s"), *a_cu = arg_named(info, args, "cu_seqlens");
+  const gpu_arg *a_dk = arg_named(info, args, "dk"), *a_dv = arg_named(info, args, "dv");
+  const gpu_arg *a_kw = arg_named(info, args, "kw");
+  if (!a_s || !a_cu || (delta ? !a_dk || !a_dv : !a_kw))
+    return METRALE_ERROR(INTERNAL, "%s.%s: the windowed launch lacks its sequence arguments", info->module,
+                         info->name);
+  const uint32_t nseq = a_s->v.u32;
+  const gpu_ptr cu_ptr = a_cu->v.ptr;
   *out = 1;
   if (nseq == 0) return METRALE_OK;
   if (nseq > (1u << 24)) return METRALE_ERROR(INVALID_ARGUMENT, "windowed prefill: %u sequences", nseq);
@@ -142,10 +154,9 @@ static metrale_status count_windows(vk_backend *be, metrale_kernel_id id, gpu_st
   if (!cu) return METRALE_ERROR(OUT_OF_MEMORY, "prefill windows: %u sequence bounds", nseq + 1);
   metrale_status s = vk_copy_d2h(&be->base, cu, cu_ptr, ((size_t)nseq + 1) * sizeof *cu, stream);
   if (!s) {
-    const uint32_t win =
-        delta ? vk_delta_window(be->loop_cap, args[10].v.u32, args[11].v.u32,
-                                vk_push_layouts[METRALE_K_delta_rule_prefill].block)
-              : vk_conv_window(be->loop_cap, args[8].v.u32);
+    const uint32_t win = delta ? vk_delta_window(be->loop_cap, a_dk->v.u32, a_dv->v.u32,
+                                                 vk_push_layouts[METRALE_K_delta_rule_prefill].block)
+                               : vk_conv_window(be->loop_cap, a_kw->v.u32);
     uint32_t longest = 0;
     for (uint32_t i = 0; i < nseq; i++)
       if (cu[i + 1] > cu[i] && (uint32_t)(cu[i + 1] - cu[i]) > longest) longest = (uint32_t)(cu[i + 1] - cu[i]);
@@ -192,7 +203,7 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
 
   uint32_t windows = 1;
   if (be->loop_cap && windowed(info->id))
-    METRALE_RETURN_IF_ERROR(count_windows(be, info->id, stream, args, &windows));
+    METRALE_RETURN_IF_ERROR(count_windows(be, info, stream, args, &windows));
   const int window_on_z = info->id == METRALE_K_conv1d_prefill;
 
   pthread_mutex_lock(&be->lock);
