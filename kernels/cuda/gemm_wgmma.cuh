@@ -22,6 +22,21 @@ __device__ __forceinline__ uint64_t desc64(uint32_t addr) {
 using mma_ss = sm90::wgmma_ss<128>;
 using mma_rs = sm90::wgmma_rs<128>;
 
+/* A warpgroup's wgmma accumulators (8-column tile j in registers 4 j .. 4 j + 3: rows row and
+ * row + 8, columns 2 t and 2 t + 1 of the tile) into y [M, N] from column n0, rows past M
+ * left out.  Shared by the 128x128 tile here and gemm_ws.cuh's 128x256 one. */
+template <bool F32_OUT, unsigned NACC>
+__device__ __forceinline__ void store_acc(void *y, const float (&acc)[NACC], unsigned M, unsigned N,
+                                          unsigned row, unsigned n0, unsigned t) {
+  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+#pragma unroll
+  for (unsigned j = 0; j < NACC / 4u; j++) {
+    const unsigned col = n0 + j * 8 + 2 * t;
+    if (row < M) store2<F32_OUT>(y, N, row, col, acc[4 * j], acc[4 * j + 1], pair);
+    if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pair);
+  }
+}
+
 /* 128x128 tile, two warpgroups of 64 rows each, m64n128k16 per k16 step; the stages are
  * those of tc::gemm_tile, in the launch's dynamic shared memory.  bf16 x: A from shared
  * memory; f32 x: A split into hi and lo in registers (two MMAs).  SPLIT > 1: the SPLIT
@@ -116,13 +131,6 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
     split_sum<BM, BN, SPLIT, F32_OUT>(y, part, M, N, m0, n0);
     return;
   }
-  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
-  const unsigned row = m0 + wgi * 64u + wq * 16u + g;
-#pragma unroll
-  for (unsigned j = 0; j < 16; j++) {
-    const unsigned col = n0 + j * 8 + 2 * t;
-    if (row < M) store2<F32_OUT>(y, N, row, col, acc[4 * j], acc[4 * j + 1], pair);
-    if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pair);
-  }
+  store_acc<F32_OUT>(y, acc, M, N, m0 + wgi * 64u + wq * 16u + g, n0, t);
 }
 }  // namespace wg

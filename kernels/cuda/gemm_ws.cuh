@@ -241,14 +241,7 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   for (unsigned i = 0; i < 128; i++) acc[i] = 0.0f;
   consume<XT, STAGES, LO>(acc, s0, full, empty, c, NT);
 
-  const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u, g = lane / 4u, t = lane % 4u;
-  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
-  const unsigned row = m0 + c * 64u + wq * 16u + g;
-#pragma unroll
-  for (unsigned j = 0; j < 32; j++) {
-    const unsigned col = n0 + j * 8 + 2 * t;
-    if (row < M) store2<F32_OUT>(y, N, row, col, acc[4 * j], acc[4 * j + 1], pair);
-    if (row + 8 < M) store2<F32_OUT>(y, N, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pair);
-  }
+  const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
+  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + c * 64u + wq * 16u + lane / 4u, n0, lane % 4u);
 }
 }  // namespace ws
