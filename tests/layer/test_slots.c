@@ -36,6 +36,28 @@ static float *random_x(uint64_t n, uint64_t seed) {
     cr_assert(s_ == METRALE_OK, "%s: %s", #expr, metrale_status_message(s_));         \
   } while (0)
 
+/* Runs the sequences (one slot each) as one prefill, token by token through decode, and as a
+ * split at `split` tokens, and expects the outputs and final states to agree within 5e-3. */
+static void expect_modes_agree(metrale_device *dev, const metrale_qwen3_config *cfg, uint64_t seed,
+                               metrale_part part, const float *x, const uint32_t *lens, uint32_t nseq,
+                               uint32_t split) {
+  lt_run ref, dec, spl;
+  lt_run_init(&ref, dev, NULL, cfg, seed, part, x, lens, nseq, nseq);
+  lt_run_init(&dec, dev, NULL, cfg, seed, part, x, lens, nseq, nseq);
+  lt_run_init(&spl, dev, NULL, cfg, seed, part, x, lens, nseq, nseq);
+  lt_run_mode(&ref, MODE_PREFILL, 0);
+  lt_run_mode(&dec, MODE_DECODE, 0);
+  lt_run_mode(&spl, MODE_SPLIT, split);
+  lt_run_read_states(&ref), lt_run_read_states(&dec), lt_run_read_states(&spl);
+  const uint64_t n = ref.T * cfg->hidden_size;
+  lt_expect_close("decode output", dec.c.y, ref.c.y, n, 5e-3);
+  lt_expect_close("decode recurrent state", dec.rec, ref.rec, ref.rf * nseq, 5e-3);
+  lt_expect_close("decode conv state", dec.conv, ref.conv, ref.cf * nseq, 5e-3);
+  lt_expect_close("split output", spl.c.y, ref.c.y, n, 5e-3);
+  lt_expect_close("split recurrent state", spl.rec, ref.rec, ref.rf * nseq, 5e-3);
+  lt_run_free(&ref), lt_run_free(&dec), lt_run_free(&spl);
+}
+
 Test(modes, decode_and_split_equal_prefill) {
   metrale_device *dev = lt_open_device();
   for (int moe = 0; moe < 2; moe++) {
@@ -43,21 +65,7 @@ Test(modes, decode_and_split_equal_prefill) {
     small_config(&cfg, moe);
     const uint32_t lens[] = {23, 1, 9};
     float *x = random_x(33ull * cfg.hidden_size, 11 + moe);
-    lt_run ref, dec, spl;
-    lt_run_init(&ref, dev, NULL, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 3);
-    lt_run_init(&dec, dev, NULL, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 3);
-    lt_run_init(&spl, dev, NULL, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 3);
-    lt_run_mode(&ref, MODE_PREFILL, 0);
-    lt_run_mode(&dec, MODE_DECODE, 0);
-    lt_run_mode(&spl, MODE_SPLIT, 4);
-    lt_run_read_states(&ref), lt_run_read_states(&dec), lt_run_read_states(&spl);
-    uint64_t n = ref.T * cfg.hidden_size;
-    lt_expect_close("decode output", dec.c.y, ref.c.y, n, 5e-3);
-    lt_expect_close("decode recurrent state", dec.rec, ref.rec, ref.rf * 3, 5e-3);
-    lt_expect_close("decode conv state", dec.conv, ref.conv, ref.cf * 3, 5e-3);
-    lt_expect_close("split output", spl.c.y, ref.c.y, n, 5e-3);
-    lt_expect_close("split recurrent state", spl.rec, ref.rec, ref.rf * 3, 5e-3);
-    lt_run_free(&ref), lt_run_free(&dec), lt_run_free(&spl);
+    expect_modes_agree(dev, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 4);
     free(x);
   }
   metrale_device_destroy(dev);
@@ -75,21 +83,7 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   cfg.nk = 2, cfg.nv = 4, cfg.dk = 64, cfg.dv = 128; /* z: 512 columns, q|k|v: 768 */
   const uint32_t lens[] = {34 * 128};
   float *x = random_x((uint64_t)lens[0] * cfg.hidden_size, 29);
-  lt_run ref, dec, spl;
-  lt_run_init(&ref, dev, NULL, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 1);
-  lt_run_init(&dec, dev, NULL, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 1);
-  lt_run_init(&spl, dev, NULL, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 1);
-  lt_run_mode(&ref, MODE_PREFILL, 0);
-  lt_run_mode(&dec, MODE_DECODE, 0);
-  lt_run_mode(&spl, MODE_SPLIT, 4000);
-  lt_run_read_states(&ref), lt_run_read_states(&dec), lt_run_read_states(&spl);
-  const uint64_t n = ref.T * cfg.hidden_size;
-  lt_expect_close("decode output", dec.c.y, ref.c.y, n, 5e-3);
-  lt_expect_close("decode recurrent state", dec.rec, ref.rec, ref.rf, 5e-3);
-  lt_expect_close("decode conv state", dec.conv, ref.conv, ref.cf, 5e-3);
-  lt_expect_close("split output", spl.c.y, ref.c.y, n, 5e-3);
-  lt_expect_close("split recurrent state", spl.rec, ref.rec, ref.rf, 5e-3);
-  lt_run_free(&ref), lt_run_free(&dec), lt_run_free(&spl);
+  expect_modes_agree(dev, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 4000);
   free(x);
   metrale_device_destroy(dev);
 }
