@@ -17,6 +17,7 @@
 namespace ws {
 using namespace tc;
 using sm90::fence_proxy_async;
+using sm90::mbar_arrive;
 using sm90::mbar_wait;
 using sm90::pin;
 using sm90::wgmma_commit;
@@ -28,12 +29,6 @@ using wg::desc64;
 using mma_ss = sm90::wgmma_ss<256>;
 using mma_rs = sm90::wgmma_rs<256>;
 
-__device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(sm90::smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(sm90::smem_u32(bar)) : "memory");
-}
 /* The barrier counts one arrival of this thread once all its earlier cp.async copies have
  * landed (noinc: the arrival is one of the count the barrier was made with). */
 __device__ __forceinline__ void cp_arrive(uint64_t *bar) {
@@ -222,10 +217,10 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   const uint32_t s0 = dyn_smem_base();
   if (threadIdx.x == 0) {
     for (unsigned s = 0; s < STAGES; s++) {
-      mbar_init(&full[s], GROUP);
-      mbar_init(&empty[s], CONSUMERS);
+      sm90::mbar_init_count(&full[s], GROUP);
+      sm90::mbar_init_count(&empty[s], CONSUMERS);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    sm90::mbar_init_fence();
   }
   __syncthreads();
   const unsigned NT = (K + BK - 1) / BK, wgi = threadIdx.x / GROUP;

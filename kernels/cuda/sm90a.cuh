@@ -137,9 +137,22 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, ui
 
 /* ---- bulk copies completed on an mbarrier ------------------------------------------- */
 
+/* An mbarrier whose phases complete after `count` arrivals; mbar_init_fence then makes a
+ * set of them ready for the other threads of the cluster. */
+__device__ __forceinline__ void mbar_init_count(uint64_t *bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* An mbarrier of one arrival a phase, ready for every thread of the cluster. */
 __device__ __forceinline__ void mbar_init(uint64_t *bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  mbar_init_fence();
+}
+/* This thread's arrival on the barrier's current phase. */
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 
 /* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst;
