@@ -43,6 +43,7 @@ typedef struct cuda_backend {
   pthread_mutex_t lock; /* modules, kernels, allocations, streams */
   cuda_module *modules; /* [cuda_image_count], loaded on first use */
   cuda_result *module_error; /* [cuda_image_count], the load failure, or 0 */
+  unsigned char *module_tma_failed; /* [cuda_image_count], 1: the failure was the TMA templates' */
   cuda_kernel *kernels[METRALE_K_COUNT];
   metrale_addr_set allocs; /* what alloc handed out */
   cuda_stream *streams; /* created by stream_create and not destroyed yet */

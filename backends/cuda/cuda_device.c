@@ -89,6 +89,7 @@ static void cuda_destroy(gpu_backend *base) {
   free(be->streams);
   free(be->modules);
   free(be->module_error);
+  free(be->module_tma_failed);
   pthread_mutex_destroy(&be->lock);
   free(be);
 }
@@ -193,7 +194,8 @@ metrale_status cuda_create(const gpu_backend_options *options, gpu_backend **out
   be->drv = drv;
   be->modules = calloc(cuda_image_count ? cuda_image_count : 1, sizeof *be->modules);
   be->module_error = calloc(cuda_image_count ? cuda_image_count : 1, sizeof *be->module_error);
-  metrale_status s = be->modules && be->module_error
+  be->module_tma_failed = calloc(cuda_image_count ? cuda_image_count : 1, sizeof *be->module_tma_failed);
+  metrale_status s = be->modules && be->module_error && be->module_tma_failed
                          ? open_device(be, options ? options->device_index : 0)
                          : METRALE_ERROR(OUT_OF_MEMORY, "cuda module table");
   if (s) {

@@ -76,6 +76,17 @@ typedef struct cuda_launch_config {
 } cuda_launch_config;
 enum { CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_attribute */
 
+/* CUtensorMap (128 bytes, 64-byte aligned) and the cuTensorMapEncodeTiled values the
+ * backend uses (TMA templates: kernels/cuda/tma_templates.h). */
+typedef struct cuda_tensor_map {
+  _Alignas(64) unsigned long long opaque[16];
+} cuda_tensor_map;
+enum { CUDA_DRV_TMAP_FLOAT32 = 7, CUDA_DRV_TMAP_BFLOAT16 = 9 };             /* CUtensorMapDataType */
+enum { CUDA_DRV_TMAP_INTERLEAVE_NONE = 0 };                               /* CUtensorMapInterleave */
+enum { CUDA_DRV_TMAP_SWIZZLE_64B = 2, CUDA_DRV_TMAP_SWIZZLE_128B = 3 };    /* CUtensorMapSwizzle */
+enum { CUDA_DRV_TMAP_L2_PROMOTION_128B = 2 };                             /* CUtensorMapL2promotion */
+enum { CUDA_DRV_TMAP_OOB_FILL_ZERO = 0 };                                 /* CUtensorMapFloatOOBfill */
+
 /* X(field, symbol, parameters): one row per driver entry point. */
 #define CUDA_DRIVER_FUNCTIONS(X)                                                          \
   X(Init, "cuInit", (unsigned flags))                                                     \
@@ -96,12 +107,20 @@ enum { CUDA_DRV_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_att
   X(ModuleGetFunction, "cuModuleGetFunction",                                             \
     (cuda_function * fn, cuda_module module, const char *name))                           \
   X(FuncSetAttribute, "cuFuncSetAttribute", (cuda_function fn, int attrib, int value))    \
+  X(ModuleGetGlobal, "cuModuleGetGlobal_v2",                                              \
+    (cuda_deviceptr * ptr, size_t * bytes, cuda_module module, const char *name))         \
+  X(TensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                       \
+    (cuda_tensor_map * map, int dtype, unsigned rank, void *address,                      \
+     const unsigned long long *dims, const unsigned long long *strides,                   \
+     const unsigned *box, const unsigned *element_strides, int interleave, int swizzle,   \
+     int l2_promotion, int oob_fill))                                                     \
   X(LaunchKernelEx, "cuLaunchKernelEx",                                                   \
     (const cuda_launch_config *config, cuda_function fn, void **params, void **extra))    \
   X(MemAlloc, "cuMemAlloc_v2", (cuda_deviceptr * ptr, size_t bytes))                      \
   X(MemFree, "cuMemFree_v2", (cuda_deviceptr ptr))                                        \
   X(MemsetD8Async, "cuMemsetD8Async",                                                     \
     (cuda_deviceptr dst, unsigned char value, size_t n, cuda_stream stream))              \
+  X(MemcpyHtoD, "cuMemcpyHtoD_v2", (cuda_deviceptr dst, const void *src, size_t bytes))  \
   X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                              \
     (cuda_deviceptr dst, const void *src, size_t bytes, cuda_stream stream))              \
   X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                              \

@@ -11,6 +11,7 @@
 #include "cuda_backend.h"
 #include "launch_rules.h"
 #include "cuda_images.h"
+#include "tma_templates.h"
 
 static int image_index(const char *module) {
   for (unsigned i = 0; i < cuda_image_count; i++)
@@ -89,12 +90,49 @@ static void all_targets(const cuda_image *img, char *buf, size_t cap) {
   }
 }
 
+/* Writes the TMA templates (kernels/cuda/tma_templates.h) into a module that defines the
+ * symbol; a module without it is left alone.  Each template is a valid 2D tiled map of its
+ * row's geometry over the symbol's own address (the kernels replace address and extents).
+ * L2 promotion of 128 bytes: on the H200 the 128x256 GEMM tiles ran 10-18 % faster with it
+ * than with 256 bytes, and 0-3 % faster than with none (docs/perf-gemm.md, "TMA"). */
+static cuda_result install_tma_templates(const cuda_driver *drv, cuda_module m) {
+  cuda_deviceptr at = 0;
+  size_t bytes = 0;
+  cuda_result r = drv->ModuleGetGlobal(&at, &bytes, m, METRALE_TMA_SYMBOL);
+  if (r == CUDA_DRV_ERROR_NOT_FOUND) return CUDA_DRV_SUCCESS;
+  if (r != CUDA_DRV_SUCCESS) return r;
+  if (bytes != (size_t)METRALE_TMA_COUNT * METRALE_TMA_BYTES) return CUDA_DRV_ERROR_INVALID_VALUE;
+  cuda_tensor_map maps[METRALE_TMA_COUNT];
+  _Static_assert(sizeof maps[0] == METRALE_TMA_BYTES, "one tensor map a template row");
+  const unsigned elem_strides[2] = {1, 1};
+  int t = 0;
+#define METRALE_TMA_ENCODE(name, elem_bytes, box_k, box_rows, swizzle)                                      \
+  if (r == CUDA_DRV_SUCCESS) {                                                                          \
+    const unsigned long long dims[2] = {box_k, box_rows}, strides[1] = {(box_k) * (elem_bytes)};        \
+    const unsigned box[2] = {box_k, box_rows};                                                          \
+    r = drv->TensorMapEncodeTiled(                                                                      \
+        &maps[t++], (elem_bytes) == 4 ? CUDA_DRV_TMAP_FLOAT32 : CUDA_DRV_TMAP_BFLOAT16, 2,              \
+        (void *)(uintptr_t)at, dims, strides, box, elem_strides, CUDA_DRV_TMAP_INTERLEAVE_NONE,         \
+        (swizzle) == 128 ? CUDA_DRV_TMAP_SWIZZLE_128B : CUDA_DRV_TMAP_SWIZZLE_64B,                      \
+        CUDA_DRV_TMAP_L2_PROMOTION_128B, CUDA_DRV_TMAP_OOB_FILL_ZERO);                                         \
+  }
+  METRALE_TMA_TEMPLATES(METRALE_TMA_ENCODE)
+#undef METRALE_TMA_ENCODE
+  if (r != CUDA_DRV_SUCCESS) return r;
+  return drv->MemcpyHtoD(at, maps, sizeof maps);
+}
+
 /* Called with be->lock held. */
 static metrale_status load_module(cuda_backend *be, int i, cuda_module *out) {
   const cuda_image *img = cuda_images[i];
   cuda_result r = be->module_error[i];
   if (!be->modules[i] && r == CUDA_DRV_SUCCESS) {
     r = be->drv->ModuleLoadData(&be->modules[i], img->fatbin);
+    if (r == CUDA_DRV_SUCCESS) {
+      r = install_tma_templates(be->drv, be->modules[i]);
+      be->module_tma_failed[i] = r != CUDA_DRV_SUCCESS;
+      if (r != CUDA_DRV_SUCCESS) be->drv->ModuleUnload(be->modules[i]);
+    }
     if (r != CUDA_DRV_SUCCESS) {
       be->modules[i] = NULL;
       be->module_error[i] = r; /* not retried: the image will not change */
@@ -103,6 +141,10 @@ static metrale_status load_module(cuda_backend *be, int i, cuda_module *out) {
   if (r != CUDA_DRV_SUCCESS) {
     char targets[128];
     all_targets(img, targets, sizeof targets);
+    if (be->module_tma_failed[i])
+      return cuda_error(be->drv, r, __FILE__, __LINE__,
+                        "cuda module %s: its TMA templates (kernels/cuda/tma_templates.h) could not be "
+                        "written on %s (%s)", img->module, be->base.caps.device_name, be->base.caps.arch);
     return cuda_error(be->drv, r, __FILE__, __LINE__,
                       "cuda module %s does not load on %s (%s; built for %s)", img->module,
                       be->base.caps.device_name, be->base.caps.arch, targets);

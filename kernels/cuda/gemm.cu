@@ -8,7 +8,7 @@
  * the tensor cores, not shared memory or L2, set the pace on large M; in the sm_90a image
  * these run on wgmma (two warpgroups, m64n128k16) fed by the same stages; the *_ws kernels
  * (sm_90a only, gemm_ws.cuh) compute 128x256 tiles with a producer warpgroup feeding two
- * consumer warpgroups through mbarriers, and serve every large GEMM there.  Blocks walk the
+ * consumer warpgroups through mbarriers by TMA copies, and serve every large GEMM there.  Blocks walk the
  * tiles in groups of 8 tile rows, so that a wave of blocks shares the w columns in L2.
  * Every kernel needs at most 48 KiB of static shared memory (the layer launches with no
  * dynamic shared memory).
@@ -34,6 +34,16 @@
 #define MK_GEMM_MMA 1
 #else
 #define MK_GEMM_MMA 0
+#endif
+
+#if MK_GEMM_MMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "tma_templates.h"
+extern "C" {
+/* The tensor-map templates the CUDA backend writes when it loads this module
+ * (tma_templates.h), and the 128x256 tiles' two maps an SM (gemm_ws.cuh). */
+__device__ __align__(128) unsigned char metrale_tma_templates[METRALE_TMA_COUNT][METRALE_TMA_BYTES];
+__device__ __align__(128) unsigned char metrale_gemm_ws_maps[1024][2][METRALE_TMA_BYTES];
+}
 #endif
 
 namespace {
@@ -169,11 +179,10 @@ __device__ __forceinline__ uint4 chunk_scalar(const float *base, unsigned rows, 
 /* Stages rows row0..row0+ROWS-1, k0..k0+BK-1 of base [rows, K] into the tile at s, the
  * NTHR threads tid = 0..NTHR-1 sharing the chunks.  vec: whole aligned chunks through
  * cp.async; else element loads and a shared store. */
-template <unsigned ROWS, typename T, unsigned NTHR = kBlock>
+template <unsigned ROWS, typename T, unsigned NTHR = kBlock, typename L = tile_of<T>>
 __device__ __forceinline__ void load_tile(uint32_t s, const T *__restrict__ base, unsigned rows,
                                           unsigned K, unsigned row0, unsigned k0, bool vec,
                                           unsigned tid = threadIdx.x) {
-  using L = tile_of<T>;
   constexpr unsigned N_CHUNKS = ROWS * L::CHUNKS;
   static_assert(N_CHUNKS % NTHR == 0, "whole chunks per thread");
 #pragma unroll
@@ -191,15 +200,15 @@ __device__ __forceinline__ void load_tile(uint32_t s, const T *__restrict__ base
   }
 }
 
-/* One ring stage at `at`: the x tile (rows m0.., BM of them) then the w tile (rows n0..,
- * BN), both of k step kstep. */
-template <unsigned BM, unsigned BN, typename XT, unsigned NTHR = kBlock>
+/* One ring stage at `at`: the x tile (rows m0.., BM of them, layout LX) then the w tile
+ * (rows n0.., BN), both of k step kstep. */
+template <unsigned BM, unsigned BN, typename XT, unsigned NTHR = kBlock, typename LX = tile_of<XT>>
 __device__ __forceinline__ void load_stage(uint32_t at, const XT *__restrict__ x,
                                            const bf16 *__restrict__ w, unsigned M, unsigned N,
                                            unsigned K, unsigned m0, unsigned n0, unsigned kstep,
                                            bool vx, bool vw, unsigned tid = threadIdx.x) {
-  load_tile<BM, XT, NTHR>(at, x, M, K, m0, kstep * BK, vx, tid);
-  load_tile<BN, bf16, NTHR>(at + BM * tile_of<XT>::ROW_BYTES, w, N, K, n0, kstep * BK, vw, tid);
+  load_tile<BM, XT, NTHR, LX>(at, x, M, K, m0, kstep * BK, vx, tid);
+  load_tile<BN, bf16, NTHR>(at + BM * LX::ROW_BYTES, w, N, K, n0, kstep * BK, vw, tid);
 }
 
 /* This block's k steps [first, first + count) of KT: slice blockIdx.z of SPLIT when K is
@@ -757,6 +766,8 @@ constexpr unsigned kWsStagesBf16 = 8, kWsStagesF32 = 6;
 static_assert(mk_shared("gemm_bf16_ws") == kWsStagesBf16 * ws::ring<bf16, kWsStagesBf16>::STAGE + 1024u &&
                   mk_shared("gemm_f32in_ws") == kWsStagesF32 * ws::ring<float, kWsStagesF32>::STAGE + 1024u,
               "kernels.def METRALE_KERNEL_SHARED rows: the stages plus 1 KiB of alignment");
+static_assert(mk_shared("gemm_bf16_ws") > 114u * 1024u && mk_shared("gemm_f32in_ws") > 114u * 1024u,
+              "one block an SM (of 228 KiB): a block's tensor maps live in its SM's slot");
 static_assert(mk_block("gemm_bf16_ws") == ws::THREADS && mk_block("gemm_f32in_ws") == ws::THREADS &&
                   mk_block("gemm_f32in_hi_ws") == ws::THREADS && mk_shared("gemm_f32in_hi_ws") == mk_shared("gemm_f32in_ws"),
               "a producer warpgroup and two consumer warpgroups");

@@ -1,10 +1,12 @@
 /* The sm_90a warp-specialised tile of gemm.cu (kernels.def gemm_bf16_ws, gemm_f32in_ws):
  * 128 x 256 outputs a block, one block an SM, 384 threads.
  *
- *   warpgroup 0 (producer, 56 registers a thread): copies k step kt of x [128 rows] and
- *     w [256 rows] into ring stage kt % STAGES (cp.async, tc's swizzled tile layout) once
- *     the consumers have released it (mbarrier empty), and hands it over with
- *     cp.async.mbarrier.arrive (mbarrier full), which counts when the copies have landed;
+ *   warpgroup 0 (producer, 56 registers a thread): one thread copies k step kt of x [128
+ *     rows] and w [256 rows] into ring stage kt % STAGES with two TMA copies once the
+ *     consumers have released it (mbarrier empty); the copies complete the stage's full
+ *     mbarrier when they have landed.  The tensor maps are made at the block's start from
+ *     the backend's templates (tma_templates.h); rows that TMA cannot describe (K not a
+ *     multiple of 16 bytes, unaligned bases) go through element loads by all 128 threads;
  *   warpgroups 1, 2 (consumers, 224 registers): rows 0-63 and 64-127 of the tile,
  *     m64n256k16 MMAs; each keeps one k step of MMAs in flight (wgmma.wait_group 1) and
  *     releases a stage as soon as the MMAs that read it are done.
@@ -12,10 +14,13 @@
  * Why (docs/perf-gemm.md, "Warp-specialised 128x256 tiles"): the 128x128 tile of
  * gemm_wgmma.cuh pays a block barrier, a proxy fence and a full MMA drain every k step;
  * here nothing in the k loop waits for anything but its data, and a tile moves 25 % (bf16 x)
- * to 33 % (f32 x) fewer L2 bytes per FLOP.  Included by gemm.cu inside its sm_90a guard,
- * after gemm_wgmma.cuh. */
+ * to 33 % (f32 x) fewer L2 bytes per FLOP.  TMA instead of the producer's 16-byte cp.async
+ * copies: those landed at ~28 bytes a cycle an SM and bounded the tiles ("TMA" there).
+ * Included by gemm.cu inside its sm_90a guard, after gemm_wgmma.cuh. */
 namespace ws {
 using namespace tc;
+using sm90::mbar_expect_tx;
+using sm90::tma_load_2d;
 using sm90::fence_proxy_async;
 using sm90::mbar_arrive;
 using sm90::mbar_wait;
@@ -29,11 +34,6 @@ using wg::desc64;
 using mma_ss = sm90::wgmma_ss<256>;
 using mma_rs = sm90::wgmma_rs<256>;
 
-/* The barrier counts one arrival of this thread once all its earlier cp.async copies have
- * landed (noinc: the arrival is one of the count the barrier was made with). */
-__device__ __forceinline__ void cp_arrive(uint64_t *bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(sm90::smem_u32(bar)) : "memory");
-}
 /* The registers of this warpgroup's threads: fewer for the producer, more for the
  * consumers' 128 accumulators (the block's 64 K registers shared out again). */
 template <unsigned R> __device__ __forceinline__ void regs_dec() {
@@ -46,9 +46,28 @@ template <unsigned R> __device__ __forceinline__ void regs_inc() {
 constexpr unsigned BM = 128, BN = 256, THREADS = 384, GROUP = 128;
 constexpr unsigned CONSUMERS = 256; /* each releases a stage: the empty barriers' count */
 
+/* Stage layouts: what a TMA copy of the template's swizzle writes.  bf16 rows of 64 bytes
+ * with the 64-byte swizzle are tc's tile_of<bf16> (16-byte chunk c of row r at c ^ (r/2 % 4));
+ * f32 x rows of 128 bytes with the 128-byte swizzle put chunk c of row r at c ^ (r % 8). */
+struct f32_tile {
+  static constexpr unsigned ROW_BYTES = 128, CHUNKS = 8, PER_CHUNK = 4;
+  static __device__ __forceinline__ uint32_t off(unsigned r, unsigned c) { return r * 128u + ((c ^ (r & 7u)) << 4); }
+};
+template <typename T> struct stage_tile { using type = tile_of<T>; };
+template <> struct stage_tile<float> { using type = f32_tile; };
+template <typename T> struct tma_template;
+template <> struct tma_template<bf16> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R128; };
+template <> struct tma_template<float> { static constexpr unsigned id = METRALE_TMA_F32_K32_R128; };
+
+/* f32 x: the tile row that holds row g (0..7) of each 8 rows of a warp's A fragment.  In
+ * f32_tile's layout, rows r and r ^ 1 hold a fragment read's two chunks in the same banks;
+ * so the first half-warp (g 0..3) reads the even rows and the second the odd ones, and
+ * every 8-byte read is free of bank conflicts.  The accumulators' rows follow (store). */
+__device__ __forceinline__ unsigned frag_row(unsigned g) { return 2u * (g & 3u) + (g >> 2); }
+
 /* One k step of a consumer with f32 x: this thread's A fragments of k 0..15 and 16..31
- * (rows ra and ra + 8 of the stage's x tile at sa) split into hi and lo bf16, or (!LO) only
- * rounded to bf16. */
+ * (tile rows ra and ra + 8 of the stage's x tile at sa, f32_tile's layout) split into hi and
+ * lo bf16, or (!LO) only rounded to bf16. */
 template <bool LO>
 __device__ __forceinline__ void split_a(uint32_t sa, unsigned ra, unsigned lane, uint32_t (&hi)[2][4],
                                         uint32_t (&lo)[2][4]) {
@@ -56,10 +75,10 @@ __device__ __forceinline__ void split_a(uint32_t sa, unsigned ra, unsigned lane,
 #pragma unroll
   for (unsigned h = 0; h < 2; h++) {
     const unsigned c = h * 16 + 2 * (lane & 3u);
-    const float2 v[4] = {lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u),
-                         lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u),
-                         lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u),
-                         lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u)};
+    const float2 v[4] = {lds_f2(sa + f32_tile::off(ra, c >> 2) + (c & 3u) * 4u),
+                         lds_f2(sa + f32_tile::off(rb, c >> 2) + (c & 3u) * 4u),
+                         lds_f2(sa + f32_tile::off(ra, (c + 8) >> 2) + (c & 3u) * 4u),
+                         lds_f2(sa + f32_tile::off(rb, (c + 8) >> 2) + (c & 3u) * 4u)};
 #pragma unroll
     for (unsigned i = 0; i < 4; i++) {
       if constexpr (LO)
@@ -71,76 +90,70 @@ __device__ __forceinline__ void split_a(uint32_t sa, unsigned ra, unsigned lane,
 }
 
 template <typename XT, unsigned STAGES> struct ring {
-  static constexpr unsigned A_BYTES = BM * tile_of<XT>::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
+  using LX = typename stage_tile<XT>::type;
+  static constexpr unsigned A_BYTES = BM * LX::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
   static constexpr unsigned STAGE = A_BYTES + B_BYTES;
-  static_assert(STAGE % 512u == 0 && A_BYTES % 512u == 0, "swizzle atoms stay aligned");
+  static_assert(STAGE % 1024u == 0 && A_BYTES % 1024u == 0, "swizzle atoms (up to 1 KiB) stay aligned");
   static_assert(STAGES >= 3, "a ring with room for copies in flight");
 };
 
-/* A producer thread's share of one operand tile (ROWS x BK of T, tc's swizzled layout):
- * chunk c = tid % CHUNKS of rows r0 = tid / CHUNKS, r0 + STEP, ...  STEP is a multiple of 8,
- * so every row of a thread has the same swizzle: its chunks lie STEP rows apart in shared
- * memory as in global memory, and a stage costs a few instructions a chunk (the producer
- * warps issue every copy of the tile, and with tc::load_tile's per-chunk index arithmetic
- * they could not keep up with the MMAs). */
-template <unsigned ROWS, typename T> struct tile_copier {
-  using L = tile_of<T>;
-  static constexpr unsigned STEP = GROUP / L::CHUNKS, PER = ROWS / STEP;
-  static_assert(STEP % 8u == 0 && ROWS % STEP == 0, "one swizzle for all of a thread's rows");
-  const T *base, *src; /* the matrix; row r0 at k = c * PER_CHUNK */
-  size_t stride;       /* STEP rows, in elements */
-  uint32_t dst;        /* row r0, chunk c in the tile */
-  unsigned rows_left;  /* rows of the matrix from r0 on */
-  unsigned kc;         /* c * PER_CHUNK */
+/* Whether TMA can copy the operands: 16-byte aligned bases, rows a multiple of 16 bytes. */
+template <typename XT> __device__ __forceinline__ bool tma_ok(const XT *x, const bf16 *w, unsigned K) {
+  return vec_ok(x, K) && vec_ok(w, K);
+}
 
-  __device__ __forceinline__ tile_copier(const T *b, unsigned rows, unsigned K, unsigned row0, unsigned tid) {
-    const unsigned r0 = tid / L::CHUNKS, c = tid % L::CHUNKS;
-    base = b;
-    kc = c * L::PER_CHUNK;
-    src = b + (size_t)(row0 + r0) * K + kc;
-    stride = (size_t)STEP * K;
-    dst = L::off(r0, c);
-    rows_left = rows > row0 + r0 ? rows - row0 - r0 : 0u;
-  }
-  /* k step kt into the tile at `at`: zeros outside the matrix (K % PER_CHUNK == 0 here, so
-   * a chunk is wholly inside or outside) */
-  __device__ __forceinline__ void copy(uint32_t at, unsigned kt, unsigned K) const {
-    const bool kin = kt * BK + kc < K;
-    const T *p = src + (size_t)kt * BK;
-#pragma unroll
-    for (unsigned i = 0; i < PER; i++) {
-      const bool in = kin && i * STEP < rows_left;
-      cp_async16(at + dst + i * STEP * L::ROW_BYTES, in ? p + i * stride : base, in ? 16u : 0u);
-    }
-  }
-};
-
-/* The producer warpgroup: k steps 0..NT-1 into the ring, each handed over on full[] by
- * cp.async.mbarrier.arrive: the barrier counts this thread's arrival once its copies (and
- * every earlier one) have landed, so the producer never waits for its own copies. */
+/* The producer warpgroup, TMA form: warp 0 makes the block's two tensor maps (x [M, K] and
+ * w [N, K], from the templates the backend wrote into the module) and publishes them into
+ * this SM's slot (one block an SM: nobody else uses it meanwhile); then one thread copies k
+ * steps 0..NT-1 into the ring, one x box and one w box a stage, each stage announced on
+ * full[] with its byte count, the boxes' parts outside the matrices landing as zeros. */
 template <typename XT, unsigned STAGES>
-__device__ __forceinline__ void produce(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
-                                        const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
-                                        unsigned m0, unsigned n0, unsigned NT) {
+__device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
+                                            const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
+                                            unsigned m0, unsigned n0, unsigned NT) {
   using R = ring<XT, STAGES>;
-  const unsigned tid = threadIdx.x % GROUP;
-  if (vec_ok(x, K) && vec_ok(w, K)) {
-    const tile_copier<BM, XT> a(x, M, K, m0, tid);
-    const tile_copier<BN, bf16> b(w, N, K, n0, tid);
-    for (unsigned kt = 0; kt < NT; kt++) {
-      const unsigned s = kt % STAGES;
-      if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);
-      a.copy(s0 + s * R::STAGE, kt, K);
-      b.copy(s0 + s * R::STAGE + R::A_BYTES, kt, K);
-      cp_arrive(&full[s]);
-    }
-    return;
+  __shared__ __align__(128) uint64_t maps[2][METRALE_TMA_BYTES / 8];
+  const unsigned tid = threadIdx.x % GROUP, lane = tid % 32u;
+  if (tid >= 32u) return;
+  unsigned smid;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+  unsigned char(*slot)[METRALE_TMA_BYTES] = metrale_gemm_ws_maps[smid % 1024u]; /* %smid < 1024 on every GPU so far */
+  const unsigned tx = tma_template<XT>::id, tw = METRALE_TMA_BF16_K32_R256;
+  maps[lane / 16u][lane % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[lane < 16u ? tx : tw])[lane % 16u];
+  __syncwarp();
+  if (lane == 0) {
+    sm90::tmap_set_2d(maps[0], x, K, M, (uint64_t)K * sizeof(XT));
+    sm90::tmap_set_2d(maps[1], w, K, N, (uint64_t)K * sizeof(bf16));
   }
-  /* unaligned rows: element loads and shared stores, fenced for the tensor cores */
+  __syncwarp();
+  sm90::tmap_publish(slot[0], maps[0]);
+  sm90::tmap_publish(slot[1], maps[1]);
+  if (lane != 0) return;
+  sm90::tmap_acquire(slot[0]);
+  sm90::tmap_acquire(slot[1]);
   for (unsigned kt = 0; kt < NT; kt++) {
     const unsigned s = kt % STAGES;
     if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);
-    load_stage<BM, BN, XT, GROUP>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt, false, false, tid);
+    const uint32_t at = s0 + s * R::STAGE;
+    mbar_expect_tx(&full[s], R::STAGE);
+    tma_load_2d(at, slot[0], (int)(kt * BK), (int)m0, &full[s]);
+    tma_load_2d(at + R::A_BYTES, slot[1], (int)(kt * BK), (int)n0, &full[s]);
+  }
+}
+
+/* The producer warpgroup for rows TMA cannot describe: element loads and shared stores by
+ * all 128 threads in the stage layout, fenced for the tensor cores, one arrival each. */
+template <typename XT, unsigned STAGES>
+__device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, uint64_t *empty,
+                                                 const XT *__restrict__ x, const bf16 *__restrict__ w,
+                                                 unsigned M, unsigned N, unsigned K, unsigned m0, unsigned n0,
+                                                 unsigned NT) {
+  using R = ring<XT, STAGES>;
+  const unsigned tid = threadIdx.x % GROUP;
+  for (unsigned kt = 0; kt < NT; kt++) {
+    const unsigned s = kt % STAGES;
+    if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);
+    load_stage<BM, BN, XT, GROUP, typename R::LX>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt, false, false, tid);
     fence_proxy_async();
     mbar_arrive(&full[s]);
   }
@@ -178,7 +191,7 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
   } else {
     /* A from registers: two sets, so that step kt's fragments are made while step kt - 1's
      * MMAs still read theirs */
-    const unsigned ra = c * 64u + wq * 16u + lane / 4u;
+    const unsigned ra = c * 64u + wq * 16u + frag_row(lane / 4u);
     uint32_t hi[2][2][4], lo[2][2][4];
     auto step = [&](unsigned kt, uint32_t(&h)[2][4], uint32_t(&l)[2][4]) {
       const unsigned s = kt % STAGES;
@@ -215,9 +228,10 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   const unsigned m0 = tm * BM, n0 = tn * BN;
   if (m0 >= M || n0 >= N) return;
   const uint32_t s0 = dyn_smem_base();
+  const bool tma = tma_ok(x, w, K);
   if (threadIdx.x == 0) {
     for (unsigned s = 0; s < STAGES; s++) {
-      sm90::mbar_init_count(&full[s], GROUP);
+      sm90::mbar_init_count(&full[s], tma ? 1u : GROUP);
       sm90::mbar_init_count(&empty[s], CONSUMERS);
     }
     sm90::mbar_init_fence();
@@ -226,7 +240,10 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   const unsigned NT = (K + BK - 1) / BK, wgi = threadIdx.x / GROUP;
   if (wgi == 0) {
     regs_dec<56>();
-    produce<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, NT);
+    if (tma)
+      produce_tma<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, NT);
+    else
+      produce_elements<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, NT);
     return;
   }
   regs_inc<224>();
@@ -237,6 +254,7 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   consume<XT, STAGES, LO>(acc, s0, full, empty, c, NT);
 
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
-  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + c * 64u + wq * 16u + lane / 4u, n0, lane % 4u);
+  const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: split_a's rows */
+  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + c * 64u + wq * 16u + g, n0, lane % 4u);
 }
 }  // namespace ws

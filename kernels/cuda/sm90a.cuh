@@ -155,15 +155,63 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 
+/* This thread's arrival on the barrier's current phase, which then also waits for `bytes`
+ * of copies (TMA or bulk) to land. */
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+
 /* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst;
  * the barrier's current phase completes when they have landed.  One thread issues it. */
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
-               : "memory");
+  mbar_expect_tx(bar, bytes);
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
           smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
+/* ---- tensor maps (TMA; templates from the backend: tma_templates.h) ------------------ */
+
+/* The 2D map at smem_map (a copy of a template, 128-byte aligned) describes `rows` rows of
+ * `inner` elements at `base`, row_bytes apart (a multiple of 16, base 16-byte aligned).
+ * One thread. */
+__device__ __forceinline__ void tmap_set_2d(void *smem_map, const void *base, uint32_t inner, uint32_t rows,
+                                            uint64_t row_bytes) {
+  const uint32_t m = smem_u32(smem_map);
+  asm volatile("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;\n" ::"r"(m), "l"(base)
+               : "memory");
+  asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 0, %1;\n" ::"r"(m), "r"(inner)
+               : "memory");
+  asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 1, %1;\n" ::"r"(m), "r"(rows)
+               : "memory");
+  asm volatile("tensormap.replace.tile.global_stride.shared::cta.b1024.b64 [%0], 0, %1;\n" ::"r"(m),
+               "l"(row_bytes)
+               : "memory");
+}
+/* Copies the map at smem_map to global memory with a release of the tensor-map proxy.  The
+ * whole warp executes it. */
+__device__ __forceinline__ void tmap_publish(void *gmem_map, const void *smem_map) {
+  asm volatile(
+      "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [%0], [%1], 128;\n" ::"l"(
+          (uint64_t)__cvta_generic_to_global(gmem_map)),
+      "r"(smem_u32(smem_map))
+      : "memory");
+}
+/* The acquire that lets this thread's TMA copies use the map published at gmem_map. */
+__device__ __forceinline__ void tmap_acquire(const void *gmem_map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(gmem_map) : "memory");
+}
+/* The box of `map` at element (c0 inner, c1 rows) into shared memory at dst (aligned to the
+ * map's swizzle span times 8); elements outside the tensor land as zeros.  The barrier's
+ * phase completes when the box's bytes (all of them) have landed. */
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map, int c0, int c1, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
       : "memory");
 }
 

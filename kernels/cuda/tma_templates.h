@@ -1,0 +1,36 @@
+/* Tensor-map templates for the sm_90a kernels' TMA copies, shared by the kernels and the CUDA
+ * backend (plain C).
+ *
+ * A tensor map (CUtensorMap, 128 bytes) is made by the driver (cuTensorMapEncodeTiled), and
+ * launch arguments carry only pointers and integers.  So a module whose kernels copy by TMA
+ * defines, in its sm_90a image,
+ *
+ *   extern "C" __device__ unsigned char metrale_tma_templates[METRALE_TMA_COUNT][METRALE_TMA_BYTES];
+ *
+ * and the backend, when it loads the module, encodes into row i a valid 2D tiled map of the
+ * geometry row i of METRALE_TMA_TEMPLATES gives (element size, box, swizzle; any address and
+ * extent).  A kernel copies the template into shared memory, replaces its address, extents
+ * and row stride with its operand's (tensormap.replace), publishes it to global memory and
+ * acquires it (sm90a.cuh).  A module without the symbol is left alone; one whose templates
+ * cannot be encoded fails to load.
+ *
+ * X(name, element bytes, box inner extent in elements, box rows, swizzle span in bytes) */
+#ifndef METRALE_KERNELS_CUDA_TMA_TEMPLATES_H
+#define METRALE_KERNELS_CUDA_TMA_TEMPLATES_H
+
+#define METRALE_TMA_TEMPLATES(X)                                                   \
+  X(BF16_K32_R128, 2, 32, 128, 64)  /* gemm_ws.cuh: a bf16 x tile, 128 rows of 64 B */ \
+  X(BF16_K32_R256, 2, 32, 256, 64)  /* gemm_ws.cuh: the w tile, 256 rows of 64 B */    \
+  X(F32_K32_R128, 4, 32, 128, 128)  /* gemm_ws.cuh: an f32 x tile, 128 rows of 128 B */
+
+enum {
+#define METRALE_TMA_ENUM(name, elem_bytes, box_k, box_rows, swizzle) METRALE_TMA_##name,
+  METRALE_TMA_TEMPLATES(METRALE_TMA_ENUM)
+#undef METRALE_TMA_ENUM
+  METRALE_TMA_COUNT
+};
+
+#define METRALE_TMA_SYMBOL "metrale_tma_templates"
+#define METRALE_TMA_BYTES 128
+
+#endif
