@@ -3,7 +3,8 @@
 #
 # Writes a C source holding the fatbin of one kernel module as a byte array, and, per
 # target, the manifest kernels of that module that the target's image really contains:
-# a cubin is searched for the kernel's ".text.<name>" section, PTX for its ".entry".
+# a cubin is searched for the kernel's ".text.<name>" section, PTX for its ".entry"; and
+# whether the image defines metrale_tma_templates (kernels/cuda/tma_templates.h).
 # The lists are read off the compiled images rather than the sources, so `metrale audit`
 # reports what the module can actually load.
 cmake_minimum_required(VERSION 3.22) # script mode: current policies (IN_LIST)
@@ -60,7 +61,14 @@ foreach(i RANGE ${last})
     endif()
   endforeach()
   string(REPLACE ";" " " present "${present}")
-  string(APPEND target_rows "    {\"${target}\", \"${present}\"},\n")
+  # whether the image defines the TMA templates the backend writes (kernels/cuda/tma_templates.h)
+  file(STRINGS ${image} tma_symbol REGEX "metrale_tma_templates")
+  if(tma_symbol)
+    set(tma 1)
+  else()
+    set(tma 0)
+  endif()
+  string(APPEND target_rows "    {\"${target}\", \"${present}\", ${tma}},\n")
 endforeach()
 if(everywhere)
   message(WARNING "kernels/cuda/${MODULE}.cu lacks manifest kernels: ${everywhere}")

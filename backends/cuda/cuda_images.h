@@ -8,6 +8,7 @@
 typedef struct cuda_image_target {
   const char *target;  /* "sm_80", "sm_90a", "compute_90" */
   const char *kernels; /* space-separated manifest names found in that image */
+  int tma;             /* 1: the image defines the TMA templates (kernels/cuda/tma_templates.h) */
 } cuda_image_target;
 
 typedef struct cuda_image {

@@ -90,6 +90,16 @@ static void all_targets(const cuda_image *img, char *buf, size_t cap) {
   }
 }
 
+/* Whether the image of `img` that the driver loads on this GPU defines the TMA templates
+ * (asking the driver for an absent symbol would be an API error that compute-sanitizer
+ * reports). */
+static int image_has_tma(const cuda_backend *be, const cuda_image *img) {
+  const char *target = cuda_target_for(be->base.caps.cc_major, be->base.caps.cc_minor);
+  for (size_t t = 0; target && t < img->ntargets; t++)
+    if (strcmp(img->targets[t].target, target) == 0) return img->targets[t].tma;
+  return 0;
+}
+
 /* Writes the TMA templates (kernels/cuda/tma_templates.h) into a module that defines the
  * symbol; a module without it is left alone.  Each template is a valid 2D tiled map of its
  * row's geometry over the symbol's own address (the kernels replace address and extents).
@@ -129,7 +139,7 @@ static metrale_status load_module(cuda_backend *be, int i, cuda_module *out) {
   if (!be->modules[i] && r == CUDA_DRV_SUCCESS) {
     r = be->drv->ModuleLoadData(&be->modules[i], img->fatbin);
     if (r == CUDA_DRV_SUCCESS) {
-      r = install_tma_templates(be->drv, be->modules[i]);
+      if (image_has_tma(be, img)) r = install_tma_templates(be->drv, be->modules[i]);
       be->module_tma_failed[i] = r != CUDA_DRV_SUCCESS;
       if (r != CUDA_DRV_SUCCESS) be->drv->ModuleUnload(be->modules[i]);
     }
