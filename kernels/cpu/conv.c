@@ -80,3 +80,18 @@ metrale_status cpu_k_conv1d_update(const gpu_arg *args) {
 /* The token-tiled GPU kernel's op is conv1d_prefill's exactly; the grid is the only
  * difference, and the CPU ignores grids. */
 metrale_status cpu_k_conv1d_prefill_tiled(const gpu_arg *args) { return cpu_k_conv1d_prefill(args); }
+
+/* conv1d_prefill then l2norm_qk on its output (ld = C): the GPU kernel keeps the q and k
+ * heads in registers between the two; the op is the two ops in order. */
+metrale_status cpu_k_conv1d_prefill_l2norm(const gpu_arg *args) {
+  const uint32_t s = cpu_arg_u(args, 6), c = cpu_arg_u(args, 7), nk = cpu_arg_u(args, 9), dk = cpu_arg_u(args, 10);
+  const int32_t *cu = cpu_arg_p(args, 4);
+  if (cpu_arg_u(args, 8) == 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill_l2norm: kw must be >= 1");
+  if (2 * (uint64_t)nk * dk > c)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill_l2norm: 2*nk*dk = %llu > C = %u",
+                         (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  METRALE_RETURN_IF_ERROR(cpu_k_conv1d_prefill(args));
+  cpu_l2norm_qk(cpu_arg_p(args, 0), s ? (uint32_t)cu[s] : 0u, nk, dk, c);
+  return METRALE_OK;
+}

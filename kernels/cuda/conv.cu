@@ -7,7 +7,9 @@
  * window[t .. t+K-1] and the new state is window[L .. L+K-2].  K = 4 (Qwen3-Next and
  * Qwen3.5) keeps the window in registers; other widths read it back from memory.
  * conv1d_prefill gives a thread a whole sequence (one long prompt: 32 blocks, latency
- * bound); conv1d_prefill_tiled gives it 64 tokens, so a long sequence fills the GPU. */
+ * bound); conv1d_prefill_tiled gives it 64 tokens, so a long sequence fills the GPU;
+ * conv1d_prefill_l2norm gives it 4 channels of 64 tokens and normalises the q and k heads
+ * on the way out. */
 #include "common.cuh"
 
 namespace {
@@ -138,21 +140,15 @@ __device__ void conv_span(float *__restrict__ y, const float *__restrict__ x,
    * old entries at or after the one being written (t1 > t0), so in place is safe */
   for (long i = 0; i < hist; i++) st[i] = window(t1 - hist + i);
 }
-}  // namespace
 
-/* Block (bx, by) takes tokens [64 by, 64 by + 64) of channels [256 bx, 256 bx + 256).
+/* The spans of the tile of tokens [a, e) a block computes: f(seq, t0, t1, first, last, own)
+ * for each sequence [t0, t1) with outputs [first, last) here (own: its first token is here).
  * A sequence's first K-1 outputs (the only ones that read its initial state) and its
  * final state belong to the block holding its first token, even where those outputs
  * reach into the next tile: so one block reads and writes each state, in that order,
  * and no other block can see it half updated. */
-MK_KERNEL(conv1d_prefill_tiled)(float *__restrict__ y, const float *__restrict__ x,
-                                const bf16 *__restrict__ w, float *__restrict__ state,
-                                const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
-                                unsigned s, unsigned c, unsigned kw) {
-  const unsigned ch = blockIdx.x * blockDim.x + threadIdx.x;
-  if (ch >= c || s == 0 || kw == 0) return;
-  const long hist = (long)kw - 1;
-  const long a = (long)blockIdx.y * kTile, e = a + kTile; /* this block's tokens */
+template <typename F>
+__device__ void tile_spans(const int *__restrict__ cu_seqlens, unsigned s, long a, long e, long hist, F f) {
   for (unsigned seq = seq_of(cu_seqlens, s, (int)a); seq < s; seq++) {
     const long t0 = cu_seqlens[seq], t1 = cu_seqlens[seq + 1];
     if (t0 >= e) break;
@@ -161,13 +157,142 @@ MK_KERNEL(conv1d_prefill_tiled)(float *__restrict__ y, const float *__restrict__
     const long first = own ? t0 : (a > t0 + hist ? a : t0 + hist);
     long last = t1 < e ? t1 : e;
     if (own && last < t0 + hist) last = t1 < t0 + hist ? t1 : t0 + hist;
-    const int slot = slots[seq];
-    float *st = slot < 0 ? nullptr : state + ((size_t)slot * c + ch) * hist;
-    if (first < last || own)
-      conv_span(y, x, w, st, t0, t1, first, last, own, c, ch, kw);
+    if (first < last || own) f(seq, t0, t1, first, last, own);
   }
 }
+}  // namespace
+
+/* Block (bx, by) takes tokens [64 by, 64 by + 64) of channels [256 bx, 256 bx + 256). */
+MK_KERNEL(conv1d_prefill_tiled)(float *__restrict__ y, const float *__restrict__ x,
+                                const bf16 *__restrict__ w, float *__restrict__ state,
+                                const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                                unsigned s, unsigned c, unsigned kw) {
+  const unsigned ch = blockIdx.x * blockDim.x + threadIdx.x;
+  if (ch >= c || s == 0 || kw == 0) return;
+  const long hist = (long)kw - 1, a = (long)blockIdx.y * kTile;
+  tile_spans(cu_seqlens, s, a, a + kTile, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
+    const int slot = slots[seq];
+    float *st = slot < 0 ? nullptr : state + ((size_t)slot * c + ch) * hist;
+    conv_span(y, x, w, st, t0, t1, first, last, own, c, ch, kw);
+  });
+}
 MK_CHECK(conv1d_prefill_tiled, conv);
+
+namespace {
+constexpr unsigned kV = 4;                                     /* channels a thread of conv1d_prefill_l2norm */
+constexpr unsigned kL2ConvBlock = mk_block("conv1d_prefill_l2norm"); /* threads */
+static_assert(kV * kL2ConvBlock == 1024u, "kernels.def: 1024 channels a block");
+
+__device__ __forceinline__ float4 f4(float v) { return make_float4(v, v, v, v); }
+__device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+
+/* conv_span on the 4 channels ch..ch+3 of this thread (16-byte loads and stores of x and y;
+ * the state, [K-1] a channel, element by element), each channel's sums in conv_span's order.
+ * Every output goes through norm(t, v) before it is stored; the block's threads walk the
+ * same tokens in the same order (the spans are the block's), so norm may shuffle across a
+ * warp.  live: the channels exist (ch < C); a thread past C runs the loop for the shuffles
+ * and touches no memory. */
+template <typename Norm>
+__device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
+                           float *__restrict__ st, long t0, long t1, long a, long e, bool own, unsigned c,
+                           unsigned ch, unsigned kw, bool live, Norm norm) {
+  const long hist = (long)kw - 1;
+  auto window = [&](long u) -> float4 { /* entry of token u, as conv_span's */
+    if (!live) return f4(0.0f);
+    if (u >= t0) return ld4(x + (size_t)u * c + ch);
+    if (!st) return f4(0.0f);
+    const long i = u - t0 + hist;
+    return make_float4(st[i], st[hist + i], st[2 * hist + i], st[3 * hist + i]);
+  };
+  auto wt = [&](unsigned lane, unsigned j) { return live ? bf16_to_f32(w[(size_t)(ch + lane) * kw + j]) : 0.0f; };
+  auto emit = [&](long t, float4 acc) {
+    const float4 v = norm(t, make_float4(silu_f(acc.x), silu_f(acc.y), silu_f(acc.z), silu_f(acc.w)));
+    if (live) *reinterpret_cast<float4 *>(y + (size_t)t * c + ch) = v; /* f32 out, not rounded */
+  };
+  if (kw == 4) {
+    float4 wj[4];
+#pragma unroll
+    for (unsigned j = 0; j < 4; j++) wj[j] = make_float4(wt(0, j), wt(1, j), wt(2, j), wt(3, j));
+    float4 h0 = window(a - 3), h1 = window(a - 2), h2 = window(a - 1);
+    for (long g = a; g < e; g += kGroup / 2) {
+      float4 xs[kGroup / 2];
+#pragma unroll
+      for (unsigned i = 0; i < kGroup / 2; i++)
+        xs[i] = live && g + i < e ? ld4(x + (size_t)(g + i) * c + ch) : f4(0.0f); /* all in flight */
+#pragma unroll
+      for (unsigned i = 0; i < kGroup / 2; i++) {
+        if (g + i >= e) break;
+        float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
+        acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
+        acc.x += wj[1].x * h1.x; acc.y += wj[1].y * h1.y; acc.z += wj[1].z * h1.z; acc.w += wj[1].w * h1.w;
+        acc.x += wj[2].x * h2.x; acc.y += wj[2].y * h2.y; acc.z += wj[2].z * h2.z; acc.w += wj[2].w * h2.w;
+        acc.x += wj[3].x * xs[i].x; acc.y += wj[3].y * xs[i].y; acc.z += wj[3].z * xs[i].z; acc.w += wj[3].w * xs[i].w;
+        emit(g + i, acc);
+        h0 = h1;
+        h1 = h2;
+        h2 = xs[i];
+      }
+    }
+  } else {
+    for (long t = a; t < e; t++) {
+      float4 acc = f4(0.0f);
+      for (unsigned j = 0; j < kw; j++) {
+        const float4 v = window(t - hist + (long)j);
+        acc.x += wt(0, j) * v.x;
+        acc.y += wt(1, j) * v.y;
+        acc.z += wt(2, j) * v.z;
+        acc.w += wt(3, j) * v.w;
+      }
+      emit(t, acc);
+    }
+  }
+  if (!own || !st || !live) return;
+  /* as conv_span: ascending order only reads the old entries at or after the one written */
+  for (long i = 0; i < hist; i++) {
+    const float4 v = window(t1 - hist + i);
+    st[i] = v.x, st[hist + i] = v.y, st[2 * hist + i] = v.z, st[3 * hist + i] = v.w;
+  }
+}
+}  // namespace
+
+/* conv1d_prefill_tiled on 4 channels a thread (1024 a block, 16-byte accesses), with the
+ * l2norm of the q and k heads applied to each output before it is stored: a head of dk
+ * channels is dk/4 consecutive lanes of one warp (dk a power of two, 4..128), which add
+ * their squares with xor shuffles inside their group (for dk = 128 the order of
+ * l2norm_qk_rows, so the outputs are those of the two kernels bit for bit) and scale.  The
+ * q and k heads are written once, already normalised, and never read back. */
+/* three blocks an SM (80 registers): on the H200 at 16384 tokens 333 us against 394 with two
+ * (92 registers); at 4096 tokens (512 blocks, 1.3 waves) 112 against 106 */
+extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
+conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x,
+                                 const bf16 *__restrict__ w, float *__restrict__ state,
+                                 const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                                 unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
+  /* shapes the launch rules reject (kernels/cuda/launch_rules.c): do nothing, uniformly */
+  if (s == 0 || kw == 0 || c % kV != 0 || dk < kV || dk > 32u * kV || (dk & (dk - 1u)) != 0 || !aligned16(x) ||
+      !aligned16(y))
+    return;
+  const unsigned ch = (blockIdx.x * kL2ConvBlock + threadIdx.x) * kV, group = dk / kV;
+  const bool live = ch < c;
+  const size_t qk_end = 2 * (size_t)nk * dk;
+  const bool qk = ch < qk_end; /* uniform over a head's group of lanes */
+  const float scale_q = 1.0f / sqrtf((float)dk);
+  auto norm = [&](long, float4 v) {
+    float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    for (unsigned off = group / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, group);
+    if (!qk) return v;
+    float sc = 1.0f / sqrtf(ss + 1e-6f);
+    if (ch < (size_t)nk * dk) sc *= scale_q;
+    return make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
+  };
+  const long hist = (long)kw - 1, a = (long)blockIdx.y * kTile;
+  tile_spans(cu_seqlens, s, a, a + kTile, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
+    const int slot = slots[seq];
+    float *st = slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist;
+    conv_span4(y, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
+  });
+}
+MK_CHECK(conv1d_prefill_l2norm, conv);
 
 MK_KERNEL(conv1d_update)(float *__restrict__ y, const float *__restrict__ x,
                          const bf16 *__restrict__ w, float *__restrict__ state,

@@ -40,6 +40,14 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, "
                            "nk %u, nv %u)", k, u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
   }
+  if (strcmp(k, "conv1d_prefill_l2norm") == 0) {
+    uint32_t c = u32_arg(info, args, "c"), dk = u32_arg(info, args, "dk"), nk = u32_arg(info, args, "nk");
+    int y = arg_index(info, "y"), x = arg_index(info, "x");
+    if (c % 4 != 0 || dk < 4 || dk > 128 || (dk & (dk - 1)) != 0 || 2 * (uint64_t)nk * dk > c ||
+        (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & 15u) != 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs C %% 4 == 0 (C = %u), dk a power of two in [4, 128] "
+                           "(dk = %u), 2*nk*dk <= C (nk = %u) and 16-byte aligned x and y", k, c, dk, nk);
+  }
   if (has(info, "kw") && u32_arg(info, args, "kw") == 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: kw must be >= 1", k);
   if (strcmp(k, "moe_topk") == 0 && has(info, "e") && u32_arg(info, args, "e") == 0 && u32_arg(info, args, "t") != 0)

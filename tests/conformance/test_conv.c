@@ -30,10 +30,24 @@ static void ref_conv(double *y_ref, double *state_ref, const float *x, const met
   free(win);
 }
 
+/* l2norm_qk of the reference output in place: the first 2*nk heads of dk channels of each
+ * token's row [C], q heads (the first nk) also scaled by dk^-1/2. */
+static void ref_l2norm(double *y, uint32_t t, uint32_t c, uint32_t nk, uint32_t dk) {
+  for (uint32_t tok = 0; tok < t; tok++)
+    for (uint32_t h = 0; h < 2 * nk; h++) {
+      double *v = y + (size_t)tok * c + (size_t)h * dk, ss = 0.0;
+      for (uint32_t i = 0; i < dk; i++) ss += v[i] * v[i];
+      double scale = 1.0 / sqrt(ss + 1e-6) / (h < nk ? sqrt((double)dk) : 1.0);
+      for (uint32_t i = 0; i < dk; i++) v[i] *= scale;
+    }
+}
+
 /* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each).
- * tiled: conv1d_prefill_tiled, whose grid runs over blocks of 64 tokens. */
-static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
-                     const int32_t *cu, uint32_t n_slots, int tiled) {
+ * tiled: 1 conv1d_prefill_tiled, whose grid runs over blocks of 64 tokens; 2
+ * conv1d_prefill_l2norm (1024 channels and 64 tokens a block), which also normalises the
+ * nk q and nk k heads of dk channels. */
+static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
+                        const int32_t *cu, uint32_t n_slots, int tiled, uint32_t nk, uint32_t dk) {
   int prefill = cu != NULL;
   uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
   size_t per = (size_t)c * (kw - 1), ns = n_slots * per, nx = (size_t)t * c;
@@ -51,8 +65,12 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint
     ref_conv(y_ref, state_ref, x, w, slots[s], prefill ? (uint32_t)cu[s] : s,
              prefill ? (uint32_t)cu[s + 1] : s + 1, c, kw);
 
+  if (tiled == 2) ref_l2norm(y_ref, t, c, nk, dk);
+
   cf_launch l;
-  if (tiled)
+  if (tiled == 2)
+    cf_launch_init(&l, METRALE_K_conv1d_prefill_l2norm, (gpu_dim3){(c + 1023) / 1024, (t + 63) / 64, 1});
+  else if (tiled)
     cf_launch_init(&l, METRALE_K_conv1d_prefill_tiled, (gpu_dim3){(c + 255) / 256, (t + 63) / 64, 1});
   else
     cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
@@ -73,6 +91,10 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint
   cf_arg_u32(&l, nseq);
   cf_arg_u32(&l, c);
   cf_arg_u32(&l, kw);
+  if (tiled == 2) {
+    cf_arg_u32(&l, nk);
+    cf_arg_u32(&l, dk);
+  }
   if (cf_run(ctx, &l, kern)) {
     cf_check_f32(ctx, "y", cf_f32(&l, by), y_ref, nx, CF_TOL_F32);
     /* the state only ever holds copies of inputs and old state: exact */
@@ -81,6 +103,11 @@ static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint
   }
   cf_launch_free(&l);
   free(x), free(w), free(state), free(slots), free(y_ref), free(state_ref);
+}
+
+static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
+                     const int32_t *cu, uint32_t n_slots, int tiled) {
+  run_case_qk(ctx, kern, c, kw, nseq, cu, n_slots, tiled, 0, 4);
 }
 
 Test(conv, conv1d_prefill) {
@@ -150,6 +177,35 @@ Test(conv, conv1d_prefill_tiled) {
         snprintf(ctx.shape, sizeof ctx.shape, "tiled C=%u K=%u S=%u T=%d", channels[ci],
                  tiled_widths[ki], cases[si].n, cu[cases[si].n]);
         run_case(&ctx, kern, channels[ci], tiled_widths[ki], cases[si].n, cu, cases[si].n + 2, 1);
+      }
+  cf_close(&ctx);
+}
+
+/* The tiled conv on 4 channels a thread with the q/k l2norm on the way out: heads of 4 to
+ * 128 channels (a warp's lanes in groups of dk/4), q/k heads sharing a warp with value
+ * channels, a last block past C, K of 2 to 6 (the general path) and the tiled test's
+ * sequence layouts (tiles crossed, sequences shorter than K-1, empty ones, padding slots). */
+Test(conv, conv1d_prefill_l2norm) {
+  CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill_l2norm);
+  static const struct {
+    uint32_t nk, dk, c;
+  } heads[] = {{2, 128, 1100}, {1, 32, 100}, {3, 64, 2052}, {4, 16, 136}, {1, 4, 12}, {2, 8, 36}};
+  static const uint32_t kws[] = {2, 4, 6};
+  static const int32_t lens_a[] = {0, 1, 2, 3, 130, 0, 70, 1}, lens_b[] = {63, 2, 0, 1, 64, 0},
+                       lens_c[] = {300}, lens_d[] = {5, 1, 1, 1, 1, 60, 4, 2};
+  static const struct {
+    const int32_t *lens;
+    uint32_t n;
+  } cases[] = {{lens_a, 8}, {lens_b, 6}, {lens_c, 1}, {lens_d, 8}};
+  for (size_t hi = 0; hi < sizeof heads / sizeof heads[0]; hi++)
+    for (size_t ki = 0; ki < sizeof kws / sizeof kws[0]; ki++)
+      for (size_t si = 0; si < sizeof cases / sizeof cases[0]; si++) {
+        int32_t cu[9] = {0};
+        for (uint32_t s = 0; s < cases[si].n; s++) cu[s + 1] = cu[s] + cases[si].lens[s];
+        snprintf(ctx.shape, sizeof ctx.shape, "nk=%u dk=%u C=%u K=%u S=%u T=%d", heads[hi].nk, heads[hi].dk,
+                 heads[hi].c, kws[ki], cases[si].n, cu[cases[si].n]);
+        run_case_qk(&ctx, kern, heads[hi].c, kws[ki], cases[si].n, cu, cases[si].n + 2, 2, heads[hi].nk,
+                    heads[hi].dk);
       }
   cf_close(&ctx);
 }

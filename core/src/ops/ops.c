@@ -221,8 +221,11 @@ static int conv_tiled_fits(const metrale_ops *o, uint32_t t) {
 }
 
 const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o) {
-  return o->k[METRALE_K_conv1d_prefill_tiled] ? "conv.conv1d_prefill_tiled (64 tokens a block)"
-                                              : "conv.conv1d_prefill";
+  if (o->k[METRALE_K_conv1d_prefill_l2norm])
+    return "conv.conv1d_prefill_l2norm (4 channels a thread, the q/k l2norm on the way out; where dk and "
+           "C allow)";
+  return o->k[METRALE_K_conv1d_prefill_tiled] ? "conv.conv1d_prefill_tiled (64 tokens a block), then the l2norm"
+                                              : "conv.conv1d_prefill, then the l2norm";
 }
 
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
@@ -234,6 +237,26 @@ metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y,
   if (s > 65535) return METRALE_ERROR(INVALID_ARGUMENT, "prefill of %u sequences at once (max 65535)", s);
   LAUNCH(o, st, conv1d_prefill, CEIL_DIV(c, 256), s, P(y), P(x), P(w), P(state), P(cu_seqlens),
          P(slots), U(s), U(c), U(kw));
+}
+
+/* kernels.def conv1d_prefill_l2norm: 1024 channels a block; the shapes it takes */
+#define CONV_L2_CHANNELS 1024u
+static int conv_l2norm_fits(const metrale_ops *o, gpu_ptr y, gpu_ptr x, uint32_t t, uint32_t c, uint32_t dk) {
+  return o->k[METRALE_K_conv1d_prefill_l2norm] && c % 4 == 0 && dk >= 4 && dk <= 128 && (dk & (dk - 1)) == 0 &&
+         y % 16 == 0 && x % 16 == 0 && CEIL_DIV(t, CONV_TILE) <= 65535;
+}
+
+metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                        gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
+                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk) {
+  if (2 * (uint64_t)nk * dk > c)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm: 2*nk*dk = %llu q/k channels > C = %u",
+                         (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  if (conv_l2norm_fits(o, y, x, t, c, dk))
+    LAUNCH(o, st, conv1d_prefill_l2norm, CEIL_DIV(c, CONV_L2_CHANNELS), CEIL_DIV(t, CONV_TILE), P(y), P(x), P(w),
+           P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
+  METRALE_RETURN_IF_ERROR(op_conv1d_prefill(o, st, y, x, w, state, cu_seqlens, slots, t, s, c, kw));
+  return op_l2norm_qk(o, st, y, t, nk, dk, c);
 }
 
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,

@@ -63,11 +63,17 @@ metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_
                         uint32_t dv);
 /* The conv prefill over s sequences of t tokens in all (t = cu_seqlens[s]):
  * conv.conv1d_prefill_tiled (blocks of 64 tokens) when the backend has it, else the
- * per-sequence conv.conv1d_prefill. */
+ * per-sequence conv.conv1d_prefill.  The path string describes op_conv1d_prefill_l2norm's. */
 const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops);
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                  gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                  uint32_t s, uint32_t c, uint32_t kw);
+/* The conv prefill, then the l2norm of y's q and k heads (ld = c): one pass
+ * (conv.conv1d_prefill_l2norm) when the backend has it and the shape fits it, else
+ * op_conv1d_prefill and op_l2norm_qk. */
+metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                        gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
+                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk);
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                 gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw);
 metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,

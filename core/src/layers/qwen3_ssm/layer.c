@@ -120,8 +120,9 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_conv1d_prefill_path(o));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
           metrale_ops_delta_rule_prefill_path(o, d->dk, d->dv));
-  fprintf(out, "  q/k l2norm / gated norm:       gdn.%s / norm.%s\n",
+  fprintf(out, "  q/k l2norm / gated norm:       gdn.%s%s / norm.%s\n",
           metrale_ops_kernel_or(o, METRALE_K_l2norm_qk_rows, METRALE_K_l2norm_qk),
+          o->k[METRALE_K_conv1d_prefill_l2norm] ? " (decode; prefill: in the conv's pass)" : "",
           metrale_ops_kernel_or(o, METRALE_K_gated_rmsnorm_rows, METRALE_K_gated_rmsnorm));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(o));
   if (L->moe)

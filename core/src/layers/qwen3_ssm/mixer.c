@@ -5,7 +5,8 @@
  *                       weights.c: prefill runs one GEMM per piece, decode one gemv
  *                       into proj [B, P] and the Qwen3.5-layout split or fused kernel)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
- *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv
+ *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv (prefill:
+ *                       in the conv's pass where the backend can)
  *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)
  *   o     [T, nv, dv] = gated delta rule over each sequence         state updated, bf16
  *                       (prefill: in chunks of 64 tokens where the backend can and
@@ -43,13 +44,14 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->b, x, wb, T, d->nv, d->H));
     METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->a, x, wa, T, d->nv, d->H));
   }
-  if (decode)
+  if (decode) {
     METRALE_RETURN_IF_ERROR(op_conv1d_update(o, st, s->qkv, s->mixed, w->conv, conv_state, s->slots,
                                              T, d->C, d->K));
-  else
-    METRALE_RETURN_IF_ERROR(op_conv1d_prefill(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
-                                              s->slots, T, S, d->C, d->K));
-  METRALE_RETURN_IF_ERROR(op_l2norm_qk(o, st, s->qkv, T, d->nk, d->dk, d->C));
+    METRALE_RETURN_IF_ERROR(op_l2norm_qk(o, st, s->qkv, T, d->nk, d->dk, d->C));
+  } else {
+    METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
+                                                     s->slots, T, S, d->C, d->K, d->nk, d->dk));
+  }
   METRALE_RETURN_IF_ERROR(op_gates(o, st, s->g, s->beta, s->a, s->b, w->a_log, w->dt_bias, T * d->nv, d->nv));
   if (decode)
     METRALE_RETURN_IF_ERROR(op_delta_rule_decode(o, st, s->o, s->qkv, s->g, s->beta, rec_state,
