@@ -72,15 +72,17 @@ Test(modes, decode_and_split_equal_prefill) {
 }
 
 /* A prefill long and wide enough for the GEMMs' large tiles (on CUDA sm_90a: in_proj and z
- * on the 128x256 warp-specialised tiles, z from bf16(x); 34 tile rows) agrees with decoding
- * the same tokens one at a time (gemv, f32 x throughout) and with a split of the two.  (On
- * lavapipe it also runs the Vulkan prefill in windows: backends/vulkan/README.md.) */
+ * on the 128x256 warp-specialised tiles, z from bf16(x); 34 tile rows) and for the conv with
+ * the l2norm in one pass (C = 2304: 3 x 68 blocks, over 1.5 an SM on 132 SMs) agrees with
+ * decoding the same tokens one at a time (gemv, f32 x throughout, the l2norm apart) and with a
+ * split of the two.  (On lavapipe it also runs the Vulkan prefill in windows:
+ * backends/vulkan/README.md.) */
 Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
   small_config(&cfg, 0);
   cfg.hidden_size = 256;
-  cfg.nk = 2, cfg.nv = 4, cfg.dk = 64, cfg.dv = 128; /* z: 512 columns, q|k|v: 768 */
+  cfg.nk = 2, cfg.nv = 16, cfg.dk = 64, cfg.dv = 128; /* z: 2048 columns, q|k|v: 2304 */
   const uint32_t lens[] = {34 * 128};
   float *x = random_x((uint64_t)lens[0] * cfg.hidden_size, 29);
   expect_modes_agree(dev, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 4000);

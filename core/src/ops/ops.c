@@ -222,8 +222,8 @@ static int conv_tiled_fits(const metrale_ops *o, uint32_t t) {
 
 const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o) {
   if (o->k[METRALE_K_conv1d_prefill_l2norm])
-    return "conv.conv1d_prefill_l2norm (4 channels a thread, the q/k l2norm on the way out; where dk and "
-           "C allow)";
+    return "conv.conv1d_prefill_l2norm (4 channels a thread, the q/k l2norm on the way out; from 1.5 "
+           "blocks an SM, else conv.conv1d_prefill_tiled, then the l2norm)";
   return o->k[METRALE_K_conv1d_prefill_tiled] ? "conv.conv1d_prefill_tiled (64 tokens a block), then the l2norm"
                                               : "conv.conv1d_prefill, then the l2norm";
 }
@@ -239,11 +239,16 @@ metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y,
          P(slots), U(s), U(c), U(kw));
 }
 
-/* kernels.def conv1d_prefill_l2norm: 1024 channels a block; the shapes it takes */
+/* kernels.def conv1d_prefill_l2norm: 1024 channels a block; the shapes it takes, and only
+ * with at least 1.5 blocks an SM: its threads do four channels' work, so a small grid is
+ * latency bound (H200, C = 8192: 45 us at 64 to 1024 tokens, 8 to 128 blocks, where the conv
+ * and l2norm pair takes 19-35 us; 55 against 62 us at 2048 tokens, 256 blocks; docs/perf-prefill.md) */
 #define CONV_L2_CHANNELS 1024u
 static int conv_l2norm_fits(const metrale_ops *o, gpu_ptr y, gpu_ptr x, uint32_t t, uint32_t c, uint32_t dk) {
+  const uint64_t blocks = (uint64_t)CEIL_DIV(c, CONV_L2_CHANNELS) * CEIL_DIV(t, CONV_TILE);
   return o->k[METRALE_K_conv1d_prefill_l2norm] && c % 4 == 0 && dk >= 4 && dk <= 128 && (dk & (dk - 1)) == 0 &&
-         y % 16 == 0 && x % 16 == 0 && CEIL_DIV(t, CONV_TILE) <= 65535;
+         y % 16 == 0 && x % 16 == 0 && CEIL_DIV(t, CONV_TILE) <= 65535 &&
+         2 * blocks >= 3 * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
 }
 
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
