@@ -214,7 +214,7 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
 #pragma unroll
     for (unsigned j = 0; j < 4; j++) wj[j] = make_float4(wt(0, j), wt(1, j), wt(2, j), wt(3, j));
     float4 h0 = window(a - 3), h1 = window(a - 2), h2 = window(a - 1);
-    for (long g = a; g < e; g += kGroup / 2) {
+    for (long g = a; g < e; g += kGroup / 2) { /* half the tokens of conv_span: as many bytes */
       float4 xs[kGroup / 2];
 #pragma unroll
       for (unsigned i = 0; i < kGroup / 2; i++)
@@ -260,14 +260,13 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
  * channels is dk/4 consecutive lanes of one warp (dk a power of two, 4..128), which add
  * their squares with xor shuffles inside their group (for dk = 128 the order of
  * l2norm_qk_rows, so the outputs are those of the two kernels bit for bit) and scale.  The
- * q and k heads are written once, already normalised, and never read back. */
-/* three blocks an SM (80 registers): on the H200 at 16384 tokens 333 us against 394 with two
- * (92 registers); at 4096 tokens (512 blocks, 1.3 waves) 112 against 106 */
+ * q and k heads are written once, already normalised, and never read back.  Three blocks an
+ * SM (80 registers): on the H200 at 16384 tokens 333 us against 394 with two (92 registers);
+ * at 4096 tokens (512 blocks, 1.3 waves) 112 against 106. */
 extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
-conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x,
-                                 const bf16 *__restrict__ w, float *__restrict__ state,
-                                 const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
-                                 unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
+conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
+                      float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                      unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
   /* shapes the launch rules reject (kernels/cuda/launch_rules.c): do nothing, uniformly */
   if (s == 0 || kw == 0 || c % kV != 0 || dk < kV || dk > 32u * kV || (dk & (dk - 1u)) != 0 || !aligned16(x) ||
       !aligned16(y))
