@@ -100,16 +100,16 @@ static int image_has_tma(const cuda_backend *be, const cuda_image *img) {
   return 0;
 }
 
-/* Writes the TMA templates (kernels/cuda/tma_templates.h) into a module that defines the
- * symbol; a module without it is left alone.  Each template is a valid 2D tiled map of its
- * row's geometry over the symbol's own address (the kernels replace address and extents).
+/* Writes the TMA templates (kernels/cuda/tma_templates.h) into a module whose loaded image
+ * defines the symbol (image_has_tma): its kernels read them, so a missing symbol or a failed
+ * encoding fails the module's load.  Each template is a valid 2D tiled map of its row's
+ * geometry over the symbol's own address (the kernels replace address and extents).
  * L2 promotion of 128 bytes: on the H200 the 128x256 GEMM tiles ran 10-18 % faster with it
  * than with 256 bytes, and 0-3 % faster than with none (docs/perf-gemm.md, "TMA"). */
 static cuda_result install_tma_templates(const cuda_driver *drv, cuda_module m) {
   cuda_deviceptr at = 0;
   size_t bytes = 0;
   cuda_result r = drv->ModuleGetGlobal(&at, &bytes, m, METRALE_TMA_SYMBOL);
-  if (r == CUDA_DRV_ERROR_NOT_FOUND) return CUDA_DRV_SUCCESS;
   if (r != CUDA_DRV_SUCCESS) return r;
   if (bytes != (size_t)METRALE_TMA_COUNT * METRALE_TMA_BYTES) return CUDA_DRV_ERROR_INVALID_VALUE;
   cuda_tensor_map maps[METRALE_TMA_COUNT];
@@ -124,7 +124,7 @@ static cuda_result install_tma_templates(const cuda_driver *drv, cuda_module m) 
         &maps[t++], (elem_bytes) == 4 ? CUDA_DRV_TMAP_FLOAT32 : CUDA_DRV_TMAP_BFLOAT16, 2,              \
         (void *)(uintptr_t)at, dims, strides, box, elem_strides, CUDA_DRV_TMAP_INTERLEAVE_NONE,         \
         (swizzle) == 128 ? CUDA_DRV_TMAP_SWIZZLE_128B : CUDA_DRV_TMAP_SWIZZLE_64B,                      \
-        CUDA_DRV_TMAP_L2_PROMOTION_128B, CUDA_DRV_TMAP_OOB_FILL_ZERO);                                         \
+        CUDA_DRV_TMAP_L2_PROMOTION_128B, CUDA_DRV_TMAP_OOB_FILL_ZERO);                                  \
   }
   METRALE_TMA_TEMPLATES(METRALE_TMA_ENCODE)
 #undef METRALE_TMA_ENCODE

@@ -11,8 +11,9 @@
  * geometry row i of METRALE_TMA_TEMPLATES gives (element size, box, swizzle; any address and
  * extent).  A kernel copies the template into shared memory, replaces its address, extents
  * and row stride with its operand's (tensormap.replace), publishes it to global memory and
- * acquires it (sm90a.cuh).  A module without the symbol is left alone; one whose templates
- * cannot be encoded fails to load.
+ * acquires it (sm90a.cuh).  The build records which images define the symbol
+ * (cmake/MetraleEmbedCuda.cmake); the backend writes the templates into those and leaves the
+ * others alone, and a module whose templates cannot be written fails to load.
  *
  * X(name, element bytes, box inner extent in elements, box rows, swizzle span in bytes) */
 #ifndef METRALE_KERNELS_CUDA_TMA_TEMPLATES_H
