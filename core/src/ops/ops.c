@@ -1,7 +1,12 @@
 #include "ops.h"
 
 #define CEIL_DIV(a, b) (uint32_t)(((uint64_t)(a) + (b) - 1) / (b))
-#define GEMV_MAX_M 16u
+/* The gemv kernels (weights streamed once per 16 rows on CUDA cores) up to 4 rows; from 5 the
+ * tensor-core tiles (split K for the few tiles of a decode batch).  On the H200 at batch 8
+ * in_proj took 71 us on gemv_f32in and 44 on gemm_f32in_splitk, out_proj 58 on gemv_bf16 and
+ * 17 on gemm_bf16_splitk: the mixer decode step 117.7 -> 73.4 us at 8, 79.4 -> 71.6 at 5,
+ * 241 -> 83 at 16; 1, 2 and 4 stay on the gemv (docs/perf-decode.md section 14). */
+#define GEMV_MAX_M 4u
 
 /* The 128x128-tile gemm kernels, where present, beat the 64x64 ones once there are about
  * as many 128x128 tiles as an H200 has SMs (132; docs/perf-gemm.md) and the output is at
@@ -38,7 +43,7 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by up to six kernels: a gemv for decode (M <= 16), warp-
+/* One GEMM contract served by up to six kernels: a gemv for decode (M <= 4), warp-
  * specialised 128x256 tiles or 128x128 tiles when there are enough of them to fill the GPU,
  * 128x128 tiles with K split over a cluster for a few hundred rows, 64x64 tiles with K split
  * in 4 when there are few of them, and the 64x64-tile kernel. */
@@ -109,14 +114,22 @@ static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, u
   return f->tile;
 }
 
-static const char *gemm_name(const metrale_ops *o, const gemm_family *f, uint32_t m) {
-  return metrale_kernel_info_get(gemm_pick(o, f, m, 0, 0))->name;
+static const char *gemm_name(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
+  return metrale_kernel_info_get(gemm_pick(o, f, m, n, k))->name;
 }
 
-const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16, m); }
-const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_BF16_F32, m); }
-const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_F32IN, m); }
-const char *metrale_ops_gemm_z_path(const metrale_ops *o, uint32_t m) { return gemm_name(o, &GEMM_F32IN_HI, m); }
+const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
+  return gemm_name(o, &GEMM_BF16, m, n, k);
+}
+const char *metrale_ops_gemm_f32_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
+  return gemm_name(o, &GEMM_BF16_F32, m, n, k);
+}
+const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
+  return gemm_name(o, &GEMM_F32IN, m, n, k);
+}
+const char *metrale_ops_gemm_z_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
+  return gemm_name(o, &GEMM_F32IN_HI, m, n, k);
+}
 
 const char *metrale_ops_kernel_or(const metrale_ops *o, metrale_kernel_id fast, metrale_kernel_id fallback) {
   return metrale_kernel_info_get(o->k[fast] ? fast : fallback)->name;

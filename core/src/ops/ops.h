@@ -19,10 +19,10 @@ typedef struct metrale_ops {
 metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev);
 
 /* The kernel a wrapper will use for an op, for the layer's description. */
-const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m);
-const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m);
-const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m);
-const char *metrale_ops_gemm_z_path(const metrale_ops *ops, uint32_t m);
+const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
+const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
+const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
+const char *metrale_ops_gemm_z_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
 /* For the audit: the name of `fast` when the backend has it, else of `fallback` (the
  * kernel the op then takes). */
 const char *metrale_ops_kernel_or(const metrale_ops *ops, metrale_kernel_id fast, metrale_kernel_id fallback);

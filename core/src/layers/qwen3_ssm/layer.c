@@ -91,12 +91,19 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
           L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
           d->nv, d->dk, d->dv, d->K);
-  fprintf(out, "  in_proj, decode / prefill:     gemm.%s / gemm.%s\n", metrale_ops_gemm_f32in_path(o, 1),
-          metrale_ops_gemm_f32in_path(o, 1u << 20));
-  fprintf(out, "  router logits:                 gemm.%s / gemm.%s\n", metrale_ops_gemm_f32_path(o, 1),
-          metrale_ops_gemm_f32_path(o, 1u << 20));
-  fprintf(out, "  other projections:             gemm.%s / gemm.%s\n", metrale_ops_gemm_path(o, 1),
-          metrale_ops_gemm_path(o, 1u << 20));
+  /* the kernels this layer's shapes take at decode batch 1 and 8 and at a 4096-token prefill */
+  const uint32_t nvdv = d->nv * d->dv, rows[3] = {1, 8, 4096};
+  fprintf(out, "  projections at decode 1 / decode 8 / prefill 4096:\n");
+  fprintf(out, "  in_proj (q|k|v at prefill):    gemm.%s / gemm.%s / gemm.%s\n",
+          metrale_ops_gemm_f32in_path(o, rows[0], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[1], d->P, d->H),
+          metrale_ops_gemm_f32in_path(o, rows[2], d->C, d->H));
+  if (L->moe)
+    fprintf(out, "  router logits:                 gemm.%s / gemm.%s / gemm.%s\n",
+            metrale_ops_gemm_f32_path(o, rows[0], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[1], d->E + 1, d->H),
+            metrale_ops_gemm_f32_path(o, rows[2], d->E + 1, d->H));
+  fprintf(out, "  out_proj:                      gemm.%s / gemm.%s / gemm.%s\n",
+          metrale_ops_gemm_path(o, rows[0], d->H, nvdv), metrale_ops_gemm_path(o, rows[1], d->H, nvdv),
+          metrale_ops_gemm_path(o, rows[2], d->H, nvdv));
   fprintf(out, "  bf16 GEMMs of 65+ rows, few 128x128 tiles: gemm.%s\n",
           metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk));
   fprintf(out, "  GEMMs of <= 200 64x64 tiles:   gemm.%s / gemm.%s\n",
@@ -113,8 +120,9 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");
-  fprintf(out, "  z projection, prefill:         gemm.%s%s\n", metrale_ops_gemm_z_path(o, 1u << 20),
-          o->k[METRALE_K_gemm_f32in_hi_ws] ? " (x rounded to bf16 on its 128x256 tiles)" : "");
+  const char *z_path = metrale_ops_gemm_z_path(o, rows[2], nvdv, d->H);
+  fprintf(out, "  z projection, prefill 4096:    gemm.%s%s\n", z_path,
+          strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(o));
