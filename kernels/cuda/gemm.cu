@@ -159,6 +159,26 @@ template <> struct tile_of<float> {
   }
 };
 
+/* The f32 A fragment of one k16 step as mma.m16n8k16 and wgmma (A in registers) take it:
+ * rows ra and ra + 8, k c, c + 1 and c + 8, c + 9 (c = k0 + 2 (lane % 4)), read as f32 pairs
+ * from a tile of layout L at sa and split into hi and lo bf16 (x = hi + lo), or (!LO) only
+ * rounded to bf16. */
+template <typename L, bool LO = true>
+__device__ __forceinline__ void split_frag(uint32_t sa, unsigned ra, unsigned c, uint32_t (&hi)[4],
+                                           uint32_t (&lo)[4]) {
+  const unsigned rb = ra + 8;
+  const float2 v[4] = {lds_f2(sa + L::off(ra, c >> 2) + (c & 3u) * 4u), lds_f2(sa + L::off(rb, c >> 2) + (c & 3u) * 4u),
+                       lds_f2(sa + L::off(ra, (c + 8) >> 2) + (c & 3u) * 4u),
+                       lds_f2(sa + L::off(rb, (c + 8) >> 2) + (c & 3u) * 4u)};
+#pragma unroll
+  for (unsigned i = 0; i < 4; i++) {
+    if constexpr (LO)
+      split_bf16(v[i], hi[i], lo[i]);
+    else
+      hi[i] = pack_bf16(v[i].x, v[i].y);
+  }
+}
+
 /* one 16-byte chunk read element by element, zero outside the matrix (unaligned rows) */
 __device__ __forceinline__ uint4 chunk_scalar(const bf16 *base, unsigned rows, unsigned K,
                                               unsigned row, unsigned k) {
@@ -387,13 +407,8 @@ __device__ __forceinline__ void gemm_tile(void *y, const XT *__restrict__ x,
           for (unsigned ni = 0; ni < NI; ni++) mma16816(acc[mi][ni], a, b[ni]);
         } else {
           /* the A fragment read as f32 pairs: rows g, g+8 and k 2t, 2t+8 */
-          const unsigned g = lane >> 2, c = kk + 2 * (lane & 3u);
-          const unsigned ra = r0 + g, rb = ra + 8;
           uint32_t hi[4], lo[4];
-          split_bf16(lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u), hi[0], lo[0]);
-          split_bf16(lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u), hi[1], lo[1]);
-          split_bf16(lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u), hi[2], lo[2]);
-          split_bf16(lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u), hi[3], lo[3]);
+          split_frag<tile_of<float>>(sa, r0 + (lane >> 2), kk + 2 * (lane & 3u), hi, lo);
 #pragma unroll
           for (unsigned ni = 0; ni < NI; ni++) {
             mma16816(acc[mi][ni], lo, b[ni]);

@@ -93,16 +93,10 @@ __device__ __forceinline__ void gemm_tile_wg(void *y, const XT *__restrict__ x,
       wgmma_wait0();
       pin(acc);
     } else {
-      const unsigned g = lane >> 2, ra = wgi * 64u + wq * 16u + g, rb = ra + 8;
+      const unsigned ra = wgi * 64u + wq * 16u + (lane >> 2);
       uint32_t hi[2][4], lo[2][4];
 #pragma unroll
-      for (unsigned h = 0; h < 2; h++) {
-        const unsigned c = h * 16 + 2 * (lane & 3u);
-        split_bf16(lds_f2(sa + tile_of<float>::off(ra, c >> 2) + (c & 3u) * 4u), hi[h][0], lo[h][0]);
-        split_bf16(lds_f2(sa + tile_of<float>::off(rb, c >> 2) + (c & 3u) * 4u), hi[h][1], lo[h][1]);
-        split_bf16(lds_f2(sa + tile_of<float>::off(ra, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][2], lo[h][2]);
-        split_bf16(lds_f2(sa + tile_of<float>::off(rb, (c + 8) >> 2) + (c & 3u) * 4u), hi[h][3], lo[h][3]);
-      }
+      for (unsigned h = 0; h < 2; h++) split_frag<tile_of<float>>(sa, ra, h * 16 + 2 * (lane & 3u), hi[h], lo[h]);
       pin(acc);
       wgmma_fence();
       mma_rs::run(acc, lo[0], db);

@@ -62,32 +62,9 @@ template <> struct tma_template<float> { static constexpr unsigned id = METRALE_
 /* f32 x: the tile row that holds row g (0..7) of each 8 rows of a warp's A fragment.  In
  * f32_tile's layout, rows r and r ^ 1 hold a fragment read's two chunks in the same banks;
  * so the first half-warp (g 0..3) reads the even rows and the second the odd ones, and
- * every 8-byte read is free of bank conflicts.  The accumulators' rows follow (store). */
+ * every 8-byte read (tc::split_frag) is free of bank conflicts.  The accumulators' rows
+ * follow (store). */
 __device__ __forceinline__ unsigned frag_row(unsigned g) { return 2u * (g & 3u) + (g >> 2); }
-
-/* One k step of a consumer with f32 x: this thread's A fragments of k 0..15 and 16..31
- * (tile rows ra and ra + 8 of the stage's x tile at sa, f32_tile's layout) split into hi and
- * lo bf16, or (!LO) only rounded to bf16. */
-template <bool LO>
-__device__ __forceinline__ void split_a(uint32_t sa, unsigned ra, unsigned lane, uint32_t (&hi)[2][4],
-                                        uint32_t (&lo)[2][4]) {
-  const unsigned rb = ra + 8;
-#pragma unroll
-  for (unsigned h = 0; h < 2; h++) {
-    const unsigned c = h * 16 + 2 * (lane & 3u);
-    const float2 v[4] = {lds_f2(sa + f32_tile::off(ra, c >> 2) + (c & 3u) * 4u),
-                         lds_f2(sa + f32_tile::off(rb, c >> 2) + (c & 3u) * 4u),
-                         lds_f2(sa + f32_tile::off(ra, (c + 8) >> 2) + (c & 3u) * 4u),
-                         lds_f2(sa + f32_tile::off(rb, (c + 8) >> 2) + (c & 3u) * 4u)};
-#pragma unroll
-    for (unsigned i = 0; i < 4; i++) {
-      if constexpr (LO)
-        split_bf16(v[i], hi[h][i], lo[h][i]);
-      else
-        hi[h][i] = pack_bf16(v[i].x, v[i].y);
-    }
-  }
-}
 
 template <typename XT, unsigned STAGES> struct ring {
   using LX = typename stage_tile<XT>::type;
@@ -198,7 +175,9 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
       mbar_wait(&full[s], (kt / STAGES) & 1u);
       const uint32_t sa = s0 + s * R::STAGE;
       const uint64_t db = desc64(sa + R::A_BYTES);
-      split_a<LO>(sa, ra, lane, h, l);
+#pragma unroll
+      for (unsigned k16 = 0; k16 < 2; k16++) /* k 0..15 and 16..31 of the step, in f32_tile's layout */
+        split_frag<f32_tile, LO>(sa, ra, k16 * 16 + 2 * (lane % 4u), h[k16], l[k16]);
       wgmma_fence();
       if constexpr (LO) mma_rs::run(acc, l[0], db);
       mma_rs::run(acc, h[0], db);
