@@ -147,7 +147,7 @@ __device__ __forceinline__ void mbar_init_fence() {
 }
 /* An mbarrier of one arrival a phase, ready for every thread of the cluster. */
 __device__ __forceinline__ void mbar_init(uint64_t *bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
+  mbar_init_count(bar, 1u);
   mbar_init_fence();
 }
 /* This thread's arrival on the barrier's current phase. */
