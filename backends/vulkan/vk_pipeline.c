@@ -113,13 +113,10 @@ metrale_status vk_kernel(gpu_backend *base, const char *module, const char *name
 static metrale_status check_limits(const metrale_kernel_info *info, const gpu_arg *args) {
   for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
     if (limits[l].id != info->id) continue;
-    for (uint32_t i = 0; i < info->nargs; i++) {
-      if (strcmp(info->arg_names[i], limits[l].arg) != 0) continue;
-      if (args[i].v.u32 > limits[l].max)
-        return METRALE_ERROR(INVALID_ARGUMENT, "the Vulkan %s.%s supports %s <= %u, got %u",
-                             info->module, info->name, limits[l].arg, limits[l].max,
-                             args[i].v.u32);
-    }
+    const int i = metrale_kernel_arg_index(info, limits[l].arg);
+    if (i >= 0 && args[i].v.u32 > limits[l].max)
+      return METRALE_ERROR(INVALID_ARGUMENT, "the Vulkan %s.%s supports %s <= %u, got %u", info->module,
+                           info->name, limits[l].arg, limits[l].max, args[i].v.u32);
   }
   return METRALE_OK;
 }
@@ -128,9 +125,8 @@ static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
 /* The launch argument of `info` named `name` (kernels.def), or NULL. */
 static const gpu_arg *arg_named(const metrale_kernel_info *info, const gpu_arg *args, const char *name) {
-  for (uint32_t i = 0; i < info->nargs; i++)
-    if (strcmp(info->arg_names[i], name) == 0) return &args[i];
-  return NULL;
+  const int i = metrale_kernel_arg_index(info, name);
+  return i < 0 ? NULL : &args[i];
 }
 
 /* Under a loop cap (llvmpipe): the windows a windowed kernel needs for its longest sequence,

@@ -3,18 +3,13 @@
 
 #include "launch_rules.h"
 
-/* Index of the argument named `name`, or -1. */
-static int arg_index(const metrale_kernel_info *info, const char *name) {
-  for (uint32_t i = 0; i < info->nargs; i++)
-    if (strcmp(info->arg_names[i], name) == 0) return (int)i;
-  return -1;
+static int has(const metrale_kernel_info *info, const char *name) {
+  return metrale_kernel_arg_index(info, name) >= 0;
 }
-
-static int has(const metrale_kernel_info *info, const char *name) { return arg_index(info, name) >= 0; }
 
 /* The value of a u32 argument; 0 when the kernel has no such argument. */
 static uint32_t u32_arg(const metrale_kernel_info *info, const gpu_arg *args, const char *name) {
-  int i = arg_index(info, name);
+  int i = metrale_kernel_arg_index(info, name);
   return i < 0 ? 0u : args[i].v.u32;
 }
 
@@ -42,7 +37,7 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   }
   if (strcmp(k, "conv1d_prefill_l2norm") == 0) {
     uint32_t c = u32_arg(info, args, "c"), dk = u32_arg(info, args, "dk"), nk = u32_arg(info, args, "nk");
-    int y = arg_index(info, "y"), x = arg_index(info, "x");
+    int y = metrale_kernel_arg_index(info, "y"), x = metrale_kernel_arg_index(info, "x");
     if (c % 4 != 0 || dk < 4 || dk > 128 || (dk & (dk - 1)) != 0 || 2 * (uint64_t)nk * dk > c ||
         (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & 15u) != 0)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs C %% 4 == 0 (C = %u), dk a power of two in [4, 128] "

@@ -64,6 +64,16 @@ Test(manifest, find_by_module_and_name) {
   cr_expect_null(metrale_kernel_info_get(METRALE_K_COUNT));
 }
 
+Test(manifest, argument_index_by_name) {
+  const metrale_kernel_info *k = metrale_kernel_info_get(METRALE_K_add); /* y:p a:p b:p n:u */
+  cr_expect_eq(metrale_kernel_arg_index(k, "y"), 0);
+  cr_expect_eq(metrale_kernel_arg_index(k, "b"), 2);
+  cr_expect_eq(metrale_kernel_arg_index(k, "n"), 3);
+  cr_expect_eq(metrale_kernel_arg_index(k, "m"), -1);
+  cr_expect_eq(metrale_kernel_arg_index(k, "ny"), -1, "a name is matched whole");
+  cr_expect_eq(metrale_kernel_arg_index(NULL, "y"), -1);
+}
+
 Test(manifest, argument_checks) {
   const metrale_kernel_info *k = metrale_kernel_info_get(METRALE_K_add); /* y:p a:p b:p n:u */
   gpu_arg ok[4] = {gpu_arg_ptr(1), gpu_arg_ptr(2), gpu_arg_ptr(3), gpu_arg_u32(4)};

@@ -45,6 +45,8 @@ typedef struct metrale_kernel_info {
 const metrale_kernel_info *metrale_kernel_info_get(metrale_kernel_id id);
 /* Finds a row by module + name; NULL when the manifest has no such kernel. */
 const metrale_kernel_info *metrale_kernel_info_find(const char *module, const char *name);
+/* The position of the argument named `name` in the kernel's signature; -1 when it has none. */
+int metrale_kernel_arg_index(const metrale_kernel_info *info, const char *name);
 /* Checks args against the kernel's signature: count and kinds. */
 metrale_status metrale_kernel_check_args(const metrale_kernel_info *info, const gpu_arg *args,
                                          uint32_t nargs);

@@ -105,6 +105,12 @@ const char *metrale_arg_kind_name(gpu_arg_kind kind) {
   return "invalid";
 }
 
+int metrale_kernel_arg_index(const metrale_kernel_info *info, const char *name) {
+  for (uint32_t i = 0; info && name && i < info->nargs; i++)
+    if (strcmp(info->arg_names[i], name) == 0) return (int)i;
+  return -1;
+}
+
 metrale_status metrale_kernel_check_args(const metrale_kernel_info *info, const gpu_arg *args,
                                          uint32_t nargs) {
   if (!info) return METRALE_ERROR(INVALID_ARGUMENT, "unknown kernel");
