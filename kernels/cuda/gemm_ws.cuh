@@ -233,7 +233,7 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   consume<XT, STAGES, LO>(acc, s0, full, empty, c, NT);
 
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
-  const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: split_a's rows */
+  const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: the rows its fragments read (frag_row) */
   wg::store_acc<F32_OUT>(y, acc, M, N, m0 + c * 64u + wq * 16u + g, n0, lane % 4u);
 }
 }  // namespace ws
