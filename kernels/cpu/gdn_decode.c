@@ -51,12 +51,23 @@ metrale_status cpu_k_gdn_decode_fused35(const gpu_arg *args) { return decode_fus
 
 /* The cluster kernel's op is the fused one; its contract takes only the Qwen head size
  * with at most two value heads per key head, and so does the oracle. */
-metrale_status cpu_k_gdn_decode_cluster35(const gpu_arg *args) {
+static metrale_status decode_heads128(const char *kernel, const gpu_arg *args) {
   const uint32_t nk = cpu_arg_u(args, 10), nv = cpu_arg_u(args, 11), dk = cpu_arg_u(args, 12),
                  dv = cpu_arg_u(args, 13);
   if (dk != 128 || dv != 128 || nk == 0 || nv % nk != 0 || nv / nk > 2)
     return METRALE_ERROR(INVALID_ARGUMENT,
-                         "gdn_decode_cluster35: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, "
-                         "nk %u, nv %u)", dk, dv, nk, nv);
+                         "%s: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, nk %u, nv %u)", kernel, dk,
+                         dv, nk, nv);
   return decode_fused(args);
+}
+
+metrale_status cpu_k_gdn_decode_cluster35(const gpu_arg *args) {
+  return decode_heads128("gdn_decode_cluster35", args);
+}
+
+/* So is the pair kernel's, with the same shapes and a 16-byte aligned state. */
+metrale_status cpu_k_gdn_decode_pair35(const gpu_arg *args) {
+  if (((uintptr_t)cpu_arg_p(args, 7) & 15u) != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "gdn_decode_pair35: needs a 16-byte aligned state");
+  return decode_heads128("gdn_decode_pair35", args);
 }

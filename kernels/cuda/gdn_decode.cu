@@ -546,3 +546,142 @@ gdn_decode_cluster35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_st
 MK_CHECK(gdn_decode_cluster35, gdn_decode);
 static_assert(mk_block("gdn_decode_cluster35") == kBlock, "the slice mapping assumes blocks of 256");
 #endif
+
+
+/* ---- larger batches: gdn_decode_pair35 (sm_90a) ---------------------------------------- *
+ * The fused kernel's block walks its key head's value heads one after the other, each head's
+ * 64 KiB of state in registers: the second head is requested only after the first is written
+ * back, and with two blocks an SM (128 registers) the memory idles while both compute.  At
+ * batch 256 it streams the 1.07 GB of state at 3.1 TB/s, where a load-all / store-all kernel
+ * with one block a head reaches 3.9 (docs/perf-decode.md section 13).  Here a block takes one
+ * value head, its state comes in by one bulk copy into shared memory (no registers held while
+ * it lands, three blocks an SM) and goes back by one bulk store from there (docs/perf-decode.md
+ * section 16: 354 -> 321 us alone at batch 256), and the two value heads of a key head form a
+ * cluster of 2:
+ * each block computes the key head's q/k conv from the old conv state without storing it,
+ * arrives on the cluster barrier once it has read that state, and after its own work the
+ * block of the first value head waits on the barrier and shifts the q/k conv state.  Same
+ * arithmetic in the same order as fused_fast for each head (s' = S e^g is recomputed from the
+ * copy for the update: the same bits), so y and both states equal the fused kernel's bit for
+ * bit. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "sm90a.cuh"
+namespace {
+constexpr unsigned kPair = 2; /* blocks a cluster: a key head's value heads (r <= 2) */
+constexpr unsigned kHeadBytes = FD * FD * sizeof(float);
+
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+/* One block: the head of unit blockIdx.x (token * nv + value head), its state copied into Ss. */
+__device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
+                                            const float *a_log, const bf16 *dt_bias, const bf16 *nw,
+                                            float *state, const int *slots, unsigned bsz, unsigned nk,
+                                            unsigned nv, unsigned dk, unsigned dv, unsigned kw, float eps,
+                                            fast_smem &sm, float *Ss, uint64_t *bar) {
+  const unsigned tid = threadIdx.x, grp = tid / 32u, lane = tid % 32u;
+  const unsigned r0 = grp * kTileRows, c0 = lane * 4u;
+  const size_t unit = blockIdx.x;
+  /* launch-time validation rejects other shapes; every block still meets the barrier */
+  const bool live = dk == FD && dv == FD && nk != 0 && nv % nk == 0 && nv / nk <= 2 && kw != 0 &&
+                    unit < (size_t)bsz * nv && aligned16(state);
+  float x_qk = 0.0f;
+  float *st_qk = nullptr;
+  bool shift_qk = false;
+  if (live) {
+    const row_layout L(nk, nv, FD, FD);
+    const unsigned tok = (unsigned)(unit / nv), h = (unsigned)(unit % nv);
+    const fused_job j = job_of(y, p, cw, cs, a_log, dt_bias, nw, state, slots[tok], tok, h / L.r, L, kw, eps);
+    float *Sh = j.S ? j.S + (size_t)h * FD * FD : nullptr;
+    if (tid == 0) {
+      sm90::mbar_init(bar);
+      if (Sh) sm90::bulk_copy(Ss, Sh, kHeadBytes, bar); /* lands during the prelude */
+    }
+    float g, beta;
+    head_gates(j, L, h, &g, &beta);
+    const float decay = expf(g);
+    float v = 0.0f, z = 0.0f;
+    if (tid < FD) { /* column tid's v (this head's own conv channel, stored) and z */
+      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + tid;
+      v = conv_channel(j.row[L.v(h) + tid], j.cw + ch * kw, conv_state_of(j, ch), kw);
+      z = j.row[L.z(h) + tid];
+    }
+    { /* the key head's q (threads 0..127) and k (128..255) channels, the state kept */
+      const unsigned i = tid % FD;
+      const bool is_k = tid >= FD;
+      const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * FD + i;
+      x_qk = j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + i];
+      st_qk = conv_state_of(j, ch);
+      sm.qk[tid] = conv_value(x_qk, j.cw + ch * kw, st_qk, kw);
+      shift_qk = h % L.r == 0 && st_qk; /* the key head's first value head stores it */
+    }
+    cluster_arrive_release(); /* this block has read the q/k conv state */
+    __syncthreads();          /* also: the barrier is initialised before anyone waits on it */
+    const float qk = l2norm_qk_fast(sm.qk, sm.red);
+    if (Sh) sm90::mbar_wait(bar, 0);
+    float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), qv = kv;
+#pragma unroll
+    for (unsigned i = 0; i < kTileRows; i++) {
+      const float4 s4 = Sh ? f4_scale(*reinterpret_cast<const float4 *>(Ss + (r0 + i) * FD + c0), decay) : kv;
+      kv = f4_fma(sm.qk[FD + r0 + i], s4, kv);
+      qv = f4_fma(sm.qk[r0 + i], s4, qv);
+    }
+    *reinterpret_cast<float4 *>(&sm.kv[grp][c0]) = kv;
+    *reinterpret_cast<float4 *>(&sm.qv[grp][c0]) = qv;
+    __syncthreads();
+    const float ob = tid < FD ? column_update(sm.kv, sm.qv, tid, beta, v, qk, sm.d) : 0.0f;
+    const float ss = group_sum(ob * ob);
+    if (lane == 0) sm.red[3][grp] = ss;
+    __syncthreads();
+    if (Sh) { /* S = s' + k d^T, in place in Ss, then one bulk store of the head */
+      const float4 d4 = *reinterpret_cast<const float4 *>(&sm.d[c0]);
+#pragma unroll
+      for (unsigned i = 0; i < kTileRows; i++) {
+        float4 *t = reinterpret_cast<float4 *>(Ss + (r0 + i) * FD + c0);
+        *t = f4_fma(sm.qk[FD + r0 + i], d4, f4_scale(*t, decay));
+      }
+      sm90::fence_proxy_async(); /* the engine reads what the threads wrote */
+      __syncthreads();
+      if (tid == 0) {
+        sm90::bulk_store(Sh, Ss, kHeadBytes);
+        sm90::bulk_commit();
+      }
+    }
+    if (tid < FD) {
+      float tot = 0.0f;
+#pragma unroll
+      for (unsigned gi = 0; gi < FD / 32u; gi++) tot += sm.red[3][gi];
+      const float inv = 1.0f / sqrtf(tot / (float)FD + eps);
+      const float normed = round_bf16(ob * inv);
+      j.y[(size_t)h * FD + tid] = f32_to_bf16(normed * bf16_to_f32(j.nw[tid]) * silu_f(z));
+    }
+  } else {
+    cluster_arrive_release();
+  }
+  cluster_wait_acquire(); /* both blocks have read the q/k conv state */
+  if (shift_qk) conv_shift(st_qk, x_qk, kw);
+  if (tid == 0) sm90::bulk_wait_read(); /* Ss stays until the engine has read it */
+}
+}  // namespace
+
+/* Three blocks an SM: 3 x (64 KiB + the static 10 KiB) of shared memory, <= 85 registers. */
+static_assert(mk_shared("gdn_decode_pair35") == kHeadBytes, "kernels.def METRALE_KERNEL_SHARED row: one head");
+extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_pair35"), 3)
+__cluster_dims__(kPair, 1, 1)
+gdn_decode_pair35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state, const float *a_log,
+                  const bf16 *dt_bias, const bf16 *norm_w, float *state, const int *slots, unsigned bsz,
+                  unsigned nk, unsigned nv, unsigned dk, unsigned dv, unsigned kw, float eps) {
+  extern __shared__ __align__(128) unsigned char smem_pair[];
+  __shared__ __align__(16) fast_smem sm;
+  __shared__ uint64_t bar;
+  mk_allow_next();
+  pair_decode(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv, kw, eps,
+              sm, reinterpret_cast<float *>(smem_pair), &bar);
+}
+MK_CHECK(gdn_decode_pair35, gdn_decode);
+static_assert(mk_block("gdn_decode_pair35") == kBlock, "fused_fast's tiles assume blocks of 256");
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */

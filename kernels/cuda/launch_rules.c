@@ -29,12 +29,14 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
       u32_arg(info, args, "dk") > CUDA_MAX_DK)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u is above the %u the cuda kernels support", k,
                          u32_arg(info, args, "dk"), CUDA_MAX_DK);
-  if (strcmp(k, "gdn_decode_cluster35") == 0) {
+  if (strcmp(k, "gdn_decode_cluster35") == 0 || strcmp(k, "gdn_decode_pair35") == 0) {
     uint32_t nk = u32_arg(info, args, "nk"), nv = u32_arg(info, args, "nv");
     if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128 || nv > 2 * nk)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, "
                            "nk %u, nv %u)", k, u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
   }
+  if (strcmp(k, "gdn_decode_pair35") == 0 && (args[metrale_kernel_arg_index(info, "state")].v.ptr & 15u) != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned state", k);
   if (strcmp(k, "conv1d_prefill_l2norm") == 0) {
     uint32_t c = u32_arg(info, args, "c"), dk = u32_arg(info, args, "dk"), nk = u32_arg(info, args, "nk");
     int y = metrale_kernel_arg_index(info, "y"), x = metrale_kernel_arg_index(info, "x");

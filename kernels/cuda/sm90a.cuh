@@ -13,7 +13,7 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) {
 
 /* ---- warpgroup MMA ordering ---------------------------------------------------------- */
 
-/* The tensor cores (async proxy) read what this thread wrote to shared memory. */
+/* The async proxy (tensor cores, bulk copies) reads what this thread wrote to shared memory. */
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -171,6 +171,21 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
           smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
       : "memory");
+}
+
+/* bytes (a multiple of 16, both addresses 16-byte aligned) from shared src to global dst by
+ * the bulk engine, in this thread's bulk group; the writes to src before it must be made
+ * visible to the engine (fence_proxy_async, then a barrier).  One thread issues it, commits
+ * (bulk_commit) and, before src is reused or the block ends, waits (bulk_wait_read). */
+__device__ __forceinline__ void bulk_store(void *dst, const void *src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* Waits until this thread's committed bulk stores have read their shared-memory sources. */
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
 /* ---- tensor maps (TMA; templates from the backend: tma_templates.h) ------------------ */

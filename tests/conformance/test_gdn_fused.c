@@ -119,6 +119,7 @@ static void ref_token(double *y, double *conv_ref, double *state_ref, const floa
 /* grid.x of the kernel (kernels.def) */
 static uint32_t grid_of(metrale_kernel_id id, const fshape *s, uint32_t bsz) {
   if (id == METRALE_K_gdn_decode_cluster35) return 8 * ((bsz * s->nv + 1) / 2);
+  if (id == METRALE_K_gdn_decode_pair35) return 2 * ((bsz * s->nv + 1) / 2);
   return bsz * s->nk;
 }
 
@@ -217,10 +218,16 @@ Test(gdn_decode, gdn_decode_cluster35) {
   run_shapes(METRALE_K_gdn_decode_cluster35, cluster_shapes, sizeof cluster_shapes / sizeof cluster_shapes[0]);
 }
 
+/* The pair kernel takes the cluster kernel's shapes (r = 1 pairs two key heads, r = 2 the
+ * two value heads of one; odd nv at an odd batch leaves the last pair half empty). */
+Test(gdn_decode, gdn_decode_pair35) {
+  run_shapes(METRALE_K_gdn_decode_pair35, cluster_shapes, sizeof cluster_shapes / sizeof cluster_shapes[0]);
+}
+
 /* Other head sizes and r > 2 are an invalid argument, not a launch that computes something
  * else.  No argument points at memory: a launch that went ahead would crash the test. */
-Test(gdn_decode, gdn_decode_cluster35_rejects_other_shapes) {
-  CF_BEGIN(ctx, kern, METRALE_K_gdn_decode_cluster35);
+static void run_rejects(metrale_kernel_id id) {
+  CF_BEGIN(ctx, kern, id);
   static const fshape bad[] = {{1, 1, 96, 128, 4}, {1, 1, 128, 64, 4}, {1, 3, 128, 128, 4}, {2, 8, 128, 128, 4}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const fshape *s = &bad[i];
@@ -234,12 +241,13 @@ Test(gdn_decode, gdn_decode_cluster35_rejects_other_shapes) {
     args[13] = gpu_arg_u32(s->dv);
     args[14] = gpu_arg_u32(s->kw);
     args[15] = gpu_arg_f32(eps);
-    metrale_status st = metrale_launch(ctx.dev, METRALE_K_gdn_decode_cluster35, kern,
-                                       (gpu_dim3){grid_of(METRALE_K_gdn_decode_cluster35, s, 1), 1, 1},
-                                       NULL, args, 16);
+    metrale_status st = metrale_launch(ctx.dev, id, kern, (gpu_dim3){grid_of(id, s, 1), 1, 1}, NULL, args, 16);
     CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "expected INVALID_ARGUMENT, got %s",
               metrale_code_name(metrale_status_code(st)));
     metrale_status_free(st);
   }
   cf_close(&ctx);
 }
+
+Test(gdn_decode, gdn_decode_cluster35_rejects_other_shapes) { run_rejects(METRALE_K_gdn_decode_cluster35); }
+Test(gdn_decode, gdn_decode_pair35_rejects_other_shapes) { run_rejects(METRALE_K_gdn_decode_pair35); }

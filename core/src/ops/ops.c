@@ -413,14 +413,41 @@ static int decode_cluster_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, 
          dv == 128 && nk != 0 && nv % nk == 0 && nv <= 2 * nk;
 }
 
+/* Above the cluster kernel's batches the pair kernel (a block per value head, its state moved
+ * by the bulk engine, three blocks an SM) runs the decode where the backend has it, except
+ * where the fused kernel's blocks (two an SM) fit in one wave and the pair kernel's do not:
+ * on the H200 batch 16 took 84.0 us on it against 83.1 on the fused kernel, batch 256 403 us
+ * against 436 (docs/perf-decode.md, section 16). */
+#define DECODE_PAIR_MIN_BATCH 5
+
+static int decode_pair_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk,
+                            uint32_t dv, gpu_ptr state) {
+  if (!o->k[METRALE_K_gdn_decode_pair35] || bsz < DECODE_PAIR_MIN_BATCH || dk != 128 || dv != 128 || nk == 0 ||
+      nv % nk != 0 || nv > 2 * nk || (state & 15u) != 0)
+    return 0;
+  const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
+  const uint64_t pair_blocks = 2 * CEIL_DIV((uint64_t)bsz * nv, 2), fused_blocks = (uint64_t)bsz * nk;
+  return !(fused_blocks <= 2 * sms && pair_blocks > 3 * sms);
+}
+
 const char *metrale_ops_gdn_decode_path(const metrale_ops *o, uint32_t nk, uint32_t nv, uint32_t dk,
                                         uint32_t dv) {
   if (!metrale_ops_has_gdn_decode_fused(o)) return NULL;
-  if (!o->k[METRALE_K_gdn_decode_cluster35]) return "gdn_decode.gdn_decode_fused35";
-  if (decode_cluster_fits(o, 1, nk, nv, dk, dv))
+  const int cluster = decode_cluster_fits(o, 1, nk, nv, dk, dv);
+  const int pair = decode_pair_fits(o, DECODE_PAIR_MIN_BATCH, nk, nv, dk, dv, 0);
+  if (cluster && pair)
+    return "gdn_decode.gdn_decode_cluster35 up to batch " TEXT_OF(DECODE_CLUSTER_MAX_BATCH)
+           ", gdn_decode.gdn_decode_pair35 from batch " TEXT_OF(DECODE_PAIR_MIN_BATCH)
+           " (gdn_decode_fused35 where only its blocks fit in one wave)";
+  if (cluster)
     return "gdn_decode.gdn_decode_cluster35 up to batch " TEXT_OF(DECODE_CLUSTER_MAX_BATCH)
            ", gdn_decode.gdn_decode_fused35 above";
-  return "gdn_decode.gdn_decode_fused35 (gdn_decode_cluster35 takes only heads of 128 with nv <= 2 nk)";
+  if (pair)
+    return "gdn_decode.gdn_decode_fused35 up to batch 4, gdn_decode.gdn_decode_pair35 above (the fused "
+           "kernel where only its blocks fit in one wave)";
+  if (!o->k[METRALE_K_gdn_decode_cluster35] && !o->k[METRALE_K_gdn_decode_pair35])
+    return "gdn_decode.gdn_decode_fused35";
+  return "gdn_decode.gdn_decode_fused35 (the cluster and pair kernels take only heads of 128 with nv <= 2 nk)";
 }
 
 metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr y,
@@ -434,6 +461,10 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
     return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u with %u key heads", bsz, nk);
   if (decode_cluster_fits(o, bsz, nk, nv, dk, dv))
     LAUNCH(o, st, gdn_decode_cluster35, 8 * CEIL_DIV((uint64_t)bsz * nv, 2), 1, P(y), P(p), P(conv_w),
+           P(conv_state), P(a_log), P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv),
+           U(dk), U(dv), U(kw), F(eps));
+  if (decode_pair_fits(o, bsz, nk, nv, dk, dv, state))
+    LAUNCH(o, st, gdn_decode_pair35, 2 * CEIL_DIV((uint64_t)bsz * nv, 2), 1, P(y), P(p), P(conv_w),
            P(conv_state), P(a_log), P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv),
            U(dk), U(dv), U(kw), F(eps));
   LAUNCH(o, st, gdn_decode_fused35, bsz * nk, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
