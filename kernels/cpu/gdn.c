@@ -178,6 +178,23 @@ metrale_status cpu_k_gates(const gpu_arg *args) {
   return METRALE_OK;
 }
 
+/* gates_ba: gates with b and a side by side in each token's row [b | a] of ba [T, 2nv]. */
+metrale_status cpu_k_gates_ba(const gpu_arg *args) {
+  float *g = cpu_arg_p(args, 0), *beta = cpu_arg_p(args, 1);
+  const float *ba = cpu_arg_p(args, 2), *a_log = cpu_arg_p(args, 3);
+  const metrale_bf16 *dt_bias = cpu_arg_p(args, 4);
+  const uint32_t n = cpu_arg_u(args, 5), nv = cpu_arg_u(args, 6);
+  if (nv == 0) return METRALE_OK;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < (int64_t)n; i++) {
+    const int64_t t = i / nv, h = i % nv;
+    const float *row = ba + t * 2 * (int64_t)nv;
+    g[i] = -expf(a_log[h]) * softplus(row[nv + h] + cpu_bf(dt_bias[h]));
+    beta[i] = cpu_sigmoid(row[h]);
+  }
+  return METRALE_OK;
+}
+
 metrale_status cpu_k_delta_rule_decode(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(check_heads("delta_rule_decode", cpu_arg_u(args, 7), cpu_arg_u(args, 8)));
   return cpu_delta_rule_decode(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2),

@@ -334,6 +334,21 @@ MK_KERNEL(gates)(float *__restrict__ g, float *__restrict__ beta, const float *_
 }
 MK_CHECK(gates, gdn);
 
+MK_KERNEL(gates_ba)(float *__restrict__ g, float *__restrict__ beta, const float *__restrict__ ba,
+                    const float *__restrict__ a_log, const bf16 *__restrict__ dt_bias, unsigned n,
+                    unsigned nv) {
+  if (nv == 0) return;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const size_t t = i / nv;
+    const unsigned h = (unsigned)(i % nv); /* i = (token, value head) */
+    const float *row = ba + t * 2 * nv;    /* [b | a] of token t */
+    g[i] = -expf(a_log[h]) * softplus_f(row[nv + h] + bf16_to_f32(dt_bias[h]));
+    beta[i] = sigmoid_f(row[h]);
+  }
+}
+MK_CHECK(gates_ba, gdn);
+
 MK_KERNEL(delta_rule_decode)(bf16 *o, const float *qkv, const float *g, const float *beta,
                              float *state, const int *slots, unsigned bsz, unsigned nk,
                              unsigned nv, unsigned dk, unsigned dv) {

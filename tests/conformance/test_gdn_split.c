@@ -133,8 +133,9 @@ static void run_l2norm(metrale_kernel_id id, int rows) {
 Test(gdn, l2norm_qk) { run_l2norm(METRALE_K_l2norm_qk, 0); }
 Test(gdn, l2norm_qk_rows) { run_l2norm(METRALE_K_l2norm_qk_rows, 1); }
 
-Test(gdn, gates) {
-  CF_BEGIN(ctx, kern, METRALE_K_gates);
+/* gates, or (ba) gates_ba: b and a side by side in each token's row [b | a]. */
+static void run_gates(metrale_kernel_id id, int ba_rows) {
+  CF_BEGIN(ctx, kern, id);
   static const struct { uint32_t t, nv; } shapes[] = {{1, 1}, {7, 3}, {33, 32}, {2, 129}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, nv = shapes[si].nv, n = t * nv;
@@ -155,18 +156,29 @@ Test(gdn, gates) {
       beta_ref[i] = 1.0 / (1.0 + exp(-(double)b[i]));
     }
 
+    float *rows = cf_alloc(2 * (size_t)n, sizeof(float)); /* [T, 2nv]: [b | a] per token */
+    for (uint32_t i = 0; i < n; i++) {
+      rows[(size_t)(i / nv) * 2 * nv + i % nv] = b[i];
+      rows[(size_t)(i / nv) * 2 * nv + nv + i % nv] = a[i];
+    }
+
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_gates, (gpu_dim3){(n + 255) / 256, 1, 1});
+    cf_launch_init(&l, id, (gpu_dim3){(n + 255) / 256, 1, 1});
     int bg = cf_buf_add(&l, "g", CF_F32, CF_OUT, n, NULL, CF_TOL_F32);
     int bbeta = cf_buf_add(&l, "beta", CF_F32, CF_OUT, n, NULL, CF_TOL_F32);
-    int ba = cf_buf_add(&l, "a", CF_F32, CF_IN, n, a, 0);
-    int bb = cf_buf_add(&l, "b", CF_F32, CF_IN, n, b, 0);
+    int bba = ba_rows ? cf_buf_add(&l, "ba", CF_F32, CF_IN, 2 * (size_t)n, rows, 0) : -1;
+    int ba = ba_rows ? -1 : cf_buf_add(&l, "a", CF_F32, CF_IN, n, a, 0);
+    int bb = ba_rows ? -1 : cf_buf_add(&l, "b", CF_F32, CF_IN, n, b, 0);
     int bl = cf_buf_add(&l, "a_log", CF_F32, CF_IN, nv, alog, 0);
     int bd = cf_buf_add(&l, "dt_bias", CF_BF16, CF_IN, nv, dt, 0);
     cf_arg_buf(&l, bg);
     cf_arg_buf(&l, bbeta);
-    cf_arg_buf(&l, ba);
-    cf_arg_buf(&l, bb);
+    if (ba_rows) {
+      cf_arg_buf(&l, bba);
+    } else {
+      cf_arg_buf(&l, ba);
+      cf_arg_buf(&l, bb);
+    }
     cf_arg_buf(&l, bl);
     cf_arg_buf(&l, bd);
     cf_arg_u32(&l, n);
@@ -176,7 +188,10 @@ Test(gdn, gates) {
       cf_check_f32(&ctx, "beta", cf_f32(&l, bbeta), beta_ref, n, CF_TOL_F32);
     }
     cf_launch_free(&l);
-    free(a), free(b), free(dt), free(alog), free(g_ref), free(beta_ref);
+    free(a), free(b), free(rows), free(dt), free(alog), free(g_ref), free(beta_ref);
   }
   cf_close(&ctx);
 }
+
+Test(gdn, gates) { run_gates(METRALE_K_gates, 0); }
+Test(gdn, gates_ba) { run_gates(METRALE_K_gates_ba, 1); }

@@ -299,6 +299,22 @@ metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr 
   LAUNCH(o, st, gates, CEIL_DIV(n, 256), 1, P(g), P(beta), P(a), P(b), P(a_log), P(dt_bias), U(n), U(nv));
 }
 
+metrale_status op_ba_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr ba,
+                           gpu_ptr x, gpu_ptr w_ba, gpu_ptr a_log, gpu_ptr dt_bias, uint32_t t, uint32_t nv,
+                           uint32_t h) {
+  const uint64_t n = (uint64_t)t * nv;
+  if (n > UINT32_MAX) return METRALE_ERROR(INVALID_ARGUMENT, "gates for %llu heads", (unsigned long long)n);
+  if (o->k[METRALE_K_gates_ba]) {
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, ba, x, w_ba, t, 2 * nv, h));
+    LAUNCH(o, st, gates_ba, CEIL_DIV(n, 256), 1, P(g), P(beta), P(ba), P(a_log), P(dt_bias), U((uint32_t)n),
+           U(nv));
+  }
+  const gpu_ptr b = ba, a = ba + n * 4, w_a = w_ba + (uint64_t)nv * h * 2;
+  METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, b, x, w_ba, t, nv, h));
+  METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, a, x, w_a, t, nv, h));
+  return op_gates(o, st, g, beta, a, b, a_log, dt_bias, (uint32_t)n, nv);
+}
+
 metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                     gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr slots,
                                     uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {

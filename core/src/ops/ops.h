@@ -80,6 +80,13 @@ metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint
                             uint32_t dk, uint32_t ld);
 metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr a,
                         gpu_ptr b, gpu_ptr a_log, gpu_ptr dt_bias, uint32_t n, uint32_t nv);
+/* A prefill's gates from its input: b and a = x f32 [T, H] . w_ba^T (w_ba bf16 [2nv, H], in_proj's
+ * b rows then its a rows), then g and beta [T, nv] as op_gates.  ba is f32 scratch of 2*T*nv:
+ * one GEMM into rows [b | a] and gates_ba where the backend has it, else two GEMMs into its
+ * halves (b [T, nv], then a [T, nv]) and gates. */
+metrale_status op_ba_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr ba,
+                           gpu_ptr x, gpu_ptr w_ba, gpu_ptr a_log, gpu_ptr dt_bias, uint32_t t, uint32_t nv,
+                           uint32_t h);
 metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                     gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr slots,
                                     uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);

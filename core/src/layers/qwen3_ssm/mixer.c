@@ -7,7 +7,8 @@
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
  *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv (prefill:
  *                       in the conv's pass where the backend can)
- *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)
+ *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)   (prefill: b and a
+ *                       by one GEMM into rows [b | a] where the backend has gates_ba)
  *   o     [T, nv, dv] = gated delta rule over each sequence         state updated, bf16
  *                       (prefill: in chunks of 64 tokens where the backend can and
  *                       the sequences are long enough: op_delta_rule_prefill)
@@ -38,28 +39,26 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     METRALE_RETURN_IF_ERROR(op_split(o, st, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk, d->nv, d->dk, d->dv));
   } else {
     const uint64_t row = (uint64_t)d->H * 2; /* bytes of an in_proj row */
-    const gpu_ptr wz = w->in_proj + (uint64_t)d->C * row, wb = wz + (uint64_t)nvdv * row, wa = wb + (uint64_t)d->nv * row;
+    const gpu_ptr wz = w->in_proj + (uint64_t)d->C * row, wb = wz + (uint64_t)nvdv * row;
     METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->mixed, x, w->in_proj, T, d->C, d->H));
     METRALE_RETURN_IF_ERROR(op_gemm_f32in_z(o, st, s->z, x, wz, T, nvdv, d->H));
-    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->b, x, wb, T, d->nv, d->H));
-    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->a, x, wa, T, d->nv, d->H));
+    /* b and a (in_proj's last 2 nv rows, b first) and from them g and beta */
+    METRALE_RETURN_IF_ERROR(op_ba_gates(o, st, s->g, s->beta, s->b, x, wb, w->a_log, w->dt_bias, T, d->nv, d->H));
   }
   if (decode) {
     METRALE_RETURN_IF_ERROR(op_conv1d_update(o, st, s->qkv, s->mixed, w->conv, conv_state, s->slots,
                                              T, d->C, d->K));
     METRALE_RETURN_IF_ERROR(op_l2norm_qk(o, st, s->qkv, T, d->nk, d->dk, d->C));
+    METRALE_RETURN_IF_ERROR(op_gates(o, st, s->g, s->beta, s->a, s->b, w->a_log, w->dt_bias, T * d->nv, d->nv));
+    METRALE_RETURN_IF_ERROR(op_delta_rule_decode(o, st, s->o, s->qkv, s->g, s->beta, rec_state,
+                                                 s->slots, T, d->nk, d->nv, d->dk, d->dv));
   } else {
     METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
                                                      s->slots, T, S, d->C, d->K, d->nk, d->dk));
-  }
-  METRALE_RETURN_IF_ERROR(op_gates(o, st, s->g, s->beta, s->a, s->b, w->a_log, w->dt_bias, T * d->nv, d->nv));
-  if (decode)
-    METRALE_RETURN_IF_ERROR(op_delta_rule_decode(o, st, s->o, s->qkv, s->g, s->beta, rec_state,
-                                                 s->slots, T, d->nk, d->nv, d->dk, d->dv));
-  else
     METRALE_RETURN_IF_ERROR(op_delta_rule_prefill(o, st, s->o, s->qkv, s->g, s->beta, rec_state, s->cu,
                                                   s->slots, L->delta_ws, T, S, d->nk, d->nv, d->dk,
                                                   d->dv));
+  }
   METRALE_RETURN_IF_ERROR(op_gated_rmsnorm(o, st, s->on, s->o, s->z, w->gnorm, T * d->nv, d->dv, d->eps));
   return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, nvdv);
 }

@@ -23,8 +23,8 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
   o->proj = take(&u, t * d->P * 4);
   o->mixed = take(&u, t * d->C * 4);
   o->z = take(&u, t * nvdv * 4);
-  o->b = take(&u, t * d->nv * 4);
-  o->a = take(&u, t * d->nv * 4);
+  o->b = take(&u, 2 * t * d->nv * 4); /* b [T, nv] then a [T, nv]; prefill: [T, 2nv] rows [b | a] */
+  o->a = o->b + t * d->nv * 4;
   o->qkv = take(&u, t * d->C * 4);
   o->g = take(&u, t * d->nv * 4);
   o->beta = take(&u, t * d->nv * 4);
