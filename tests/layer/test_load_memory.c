@@ -15,6 +15,22 @@
     cr_assert(s_ == METRALE_OK, "%s: %s", #expr, metrale_status_message(s_));       \
   } while (0)
 
+/* The bound.  Under AddressSanitizer every allocation carries shadow memory (1/8 of its
+ * bytes) and redzones, and freed blocks wait in a quarantine, all counted in the resident
+ * set: the same loader measures 1.26-1.32x there (1.01x in the Release build, which runs this
+ * test too), so the sanitizer build checks a looser bound that still catches a second copy
+ * of the weights. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PEAK_LIMIT 1.45
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PEAK_LIMIT 1.45
+#endif
+#endif
+#ifndef PEAK_LIMIT
+#define PEAK_LIMIT 1.25
+#endif
+
 enum { H = 1024, NK = 4, NV = 8, DK = 128, DV = 128, KW = 4, E = 32, TOPK = 4, MI = 512, SI = 512 };
 
 static const char config_json[] =
@@ -113,7 +129,8 @@ Test(load_memory, peak_rss_under_1_25x_weight_bytes, .timeout = 300) {
   cr_log_info("layer weights %.1f MB, peak RSS growth while loading %.1f MB (%.2fx)", weights / 1e6,
               (peak - before) / 1e6, ratio);
   cr_expect(weights > 100000000ull, "the test layer should be over 100 MB, is %llu", (unsigned long long)weights);
-  cr_expect(ratio <= 1.25, "loading took %.2fx the weight bytes of peak memory (limit 1.25x)", ratio);
+  cr_expect(ratio <= PEAK_LIMIT, "loading took %.2fx the weight bytes of peak memory (limit %.2fx)", ratio,
+            PEAK_LIMIT);
 
   metrale_qwen3_ssm_layer_destroy(layer);
   metrale_checkpoint_close(ckpt);
