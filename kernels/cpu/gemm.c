@@ -241,6 +241,7 @@ metrale_status cpu_k_gemv_f32in(const gpu_arg *args) { return cpu_k_gemm_f32in(a
 metrale_status cpu_k_gemm_bf16_t128(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_t128(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 metrale_status cpu_k_gemm_bf16_t128_splitk(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
+metrale_status cpu_k_gemm_bf16_t128_splitk4(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_bf16_ws(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_ws(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 /* gemm_f32in_hi_ws: x rounded to bf16 first (a copy), then the bf16-x product with f32 y. */

@@ -831,6 +831,19 @@ gemm_bf16_t128_splitk(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigne
 }
 MK_CHECK(gemm_bf16_t128_splitk, gemm);
 static_assert(mk_block("gemm_bf16_t128_splitk") == kBlock, "the tile mapping assumes 256 threads");
+
+/* The same with K in 4 slices: at two blocks an SM the H200 holds only 30 clusters of 8 at
+ * once, so out_proj at decode batch 256 (32 tiles) ran its last two clusters in a second wave
+ * (docs/perf-gemm.md); 32 clusters of 4 all fit. */
+constexpr unsigned kT128SplitBf16Quarter = 4;
+static_assert(mk_shared("gemm_bf16_t128_splitk4") == mk_shared("gemm_bf16_t128_splitk"), "the same ring and tile");
+extern "C" __global__ void __launch_bounds__(mk_block("gemm_bf16_t128_splitk4"), 2)
+__cluster_dims__(1, 1, kT128SplitBf16Quarter)
+gemm_bf16_t128_splitk4(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  wg::gemm_tile_wg<kT128StagesBf16, bf16, false, kT128SplitBf16Quarter>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_bf16_t128_splitk4, gemm);
+static_assert(mk_block("gemm_bf16_t128_splitk4") == kBlock, "the tile mapping assumes 256 threads");
 #endif
 
 MK_KERNEL_SPLITK(gemm_bf16_splitk)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n,

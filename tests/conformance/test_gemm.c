@@ -173,6 +173,11 @@ Test(gemm, gemm_bf16_t128_splitk) {
               sizeof t128_splitk_shapes / sizeof t128_splitk_shapes[0], 0, 0, 128, 8);
 }
 
+Test(gemm, gemm_bf16_t128_splitk4) {
+  run_gemm_xz(METRALE_K_gemm_bf16_t128_splitk4, t128_splitk_shapes,
+              sizeof t128_splitk_shapes / sizeof t128_splitk_shapes[0], 0, 0, 128, 4);
+}
+
 Test(gemm, gemm_bf16_splitk) {
   run_gemm_xz(METRALE_K_gemm_bf16_splitk, splitk_shapes, sizeof splitk_shapes / sizeof splitk_shapes[0], 0, 0,
               64, 4);

@@ -50,23 +50,26 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
 typedef struct gemm_family {
   metrale_kernel_id gemv, ws, t128, t128_splitk, splitk, tile; /* METRALE_K_COUNT: none */
   uint32_t t128_slices;                                        /* grid.z of t128_splitk */
+  metrale_kernel_id t128_splitk4; /* t128_splitk with K in 4 slices, or METRALE_K_COUNT */
 } gemm_family;
 
 static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_ws,
                                       METRALE_K_gemm_bf16_t128,     METRALE_K_gemm_bf16_t128_splitk,
                                       METRALE_K_gemm_bf16_splitk,   METRALE_K_gemm_bf16,
-                                      8};
+                                      8,                            METRALE_K_gemm_bf16_t128_splitk4};
 static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
                                           METRALE_K_COUNT,         METRALE_K_COUNT, METRALE_K_gemm_bf16_f32,
-                                          0};
-static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_ws,
-                                       METRALE_K_gemm_f32in_t128, METRALE_K_COUNT,
-                                       METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in, 0};
+                                          0,                       METRALE_K_COUNT};
+static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in,        METRALE_K_gemm_f32in_ws,
+                                       METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
+                                       METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
+                                       0,                           METRALE_K_COUNT};
 
 /* z: the f32in family with the bf16-x ws kernel in place of gemm_f32in_ws */
-static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in, METRALE_K_gemm_f32in_hi_ws,
-                                          METRALE_K_gemm_f32in_t128, METRALE_K_COUNT,
-                                          METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in, 0};
+static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K_gemm_f32in_hi_ws,
+                                          METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
+                                          METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
+                                          0,                           METRALE_K_COUNT};
 
 /* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
  * SMs: in_proj at decode batch 256 makes 98 of them on the H200's 132 SMs (docs/perf-gemm.md).
@@ -88,6 +91,17 @@ static int use_t128_splitk(const metrale_ops *o, const gemm_family *f, uint32_t 
   return blocks <= 6u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
 }
 
+/* The 4-slice form where the 8-slice clusters (two blocks an SM) would not all be resident
+ * at once and the 4-slice ones are: cluster placement within the GPCs leaves about 90 % of
+ * the SMs' block slots usable for clusters of 8 (the H200 holds 30 of them, 240 blocks, on
+ * 132 SMs), so out_proj at decode batch 256, 32 tiles, ran 256 blocks in two waves. */
+static int use_t128_splitk4(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
+  if (f->t128_splitk4 == METRALE_K_COUNT || !o->k[f->t128_splitk4]) return 0;
+  const uint64_t tiles = (uint64_t)CEIL_DIV(m, 128) * CEIL_DIV(n, 128);
+  const uint64_t slots = 2u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count * 9u / 10u;
+  return tiles * f->t128_slices > slots && tiles * 4u <= slots;
+}
+
 #define SPLITK 4u /* kernels.def gemm_*_splitk: K slices, grid.z */
 /* Split K pays while the 64x64 tiles are few, so that each walks a long K with most SMs
  * idle, and each slice keeps enough k steps to fill its pipeline.  Measured on the H200
@@ -107,7 +121,8 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
 static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
                                    uint32_t k) {
   if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
-  if (n && k && use_t128_splitk(o, f, m, n, k)) return f->t128_splitk;
+  if (n && k && use_t128_splitk(o, f, m, n, k))
+    return use_t128_splitk4(o, f, m, n) ? f->t128_splitk4 : f->t128_splitk;
   if (use_ws(o, f, m, n)) return f->ws;
   if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
   if (use_splitk(o, f, m, n, k)) return f->splitk;
@@ -192,9 +207,11 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
   gpu_dim3 grid = {CEIL_DIV(n, 8), 1, 1};
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-    const uint32_t tile = id == f->ws || id == f->t128 || id == f->t128_splitk ? 128u : 64u;
+    const int split128 = id == f->t128_splitk || id == f->t128_splitk4;
+    const uint32_t tile = id == f->ws || id == f->t128 || split128 ? 128u : 64u;
     grid = (gpu_dim3){CEIL_DIV(n, id == f->ws ? 256u : tile), CEIL_DIV(m, tile),
-                      id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices : 1u};
+                      id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices
+                                                 : id == f->t128_splitk4 ? 4u : 1u};
   }
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
   return metrale_launch(o->dev, id, o->k[id], grid, st, args, 6);

@@ -104,8 +104,11 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  out_proj:                      gemm.%s / gemm.%s / gemm.%s\n",
           metrale_ops_gemm_path(o, rows[0], d->H, nvdv), metrale_ops_gemm_path(o, rows[1], d->H, nvdv),
           metrale_ops_gemm_path(o, rows[2], d->H, nvdv));
-  fprintf(out, "  bf16 GEMMs of 65+ rows, few 128x128 tiles: gemm.%s\n",
-          metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk));
+  fprintf(out, "  bf16 GEMMs of 65+ rows, few 128x128 tiles: gemm.%s%s\n",
+          metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk),
+          o->k[METRALE_K_gemm_bf16_t128_splitk] && o->k[METRALE_K_gemm_bf16_t128_splitk4]
+              ? " (gemm.gemm_bf16_t128_splitk4 where its clusters of 8 would not all be resident)"
+              : "");
   fprintf(out, "  GEMMs of <= 200 64x64 tiles:   gemm.%s / gemm.%s\n",
           metrale_ops_kernel_or(o, METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in),
           metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_splitk, METRALE_K_gemm_bf16));
