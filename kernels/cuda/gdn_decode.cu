@@ -430,6 +430,28 @@ __device__ __forceinline__ void conv_shift(float *st, float x, unsigned kw) {
   if (hist) st[hist - 1] = x;
 }
 
+/* Value column col of head h: its v (conv of the head's own channel, whose state this block
+ * stores) and its z. */
+__device__ __forceinline__ void value_column(const fused_job &j, const row_layout &L, unsigned h, unsigned col,
+                                             float *v, float *z) {
+  const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + col;
+  *v = conv_channel(j.row[L.v(h) + col], j.cw + ch * j.kw, conv_state_of(j, ch), j.kw);
+  *z = j.row[L.z(h) + col];
+}
+
+/* The key head's q (threads 0..127) and k (128..255) conv'd into qk[threadIdx.x] from the old
+ * conv state, which is not stored: several blocks read it.  *x and the returned state (NULL
+ * for padding) are what conv_shift needs once every reader is done. */
+__device__ __forceinline__ float *qk_conv_kept(const fused_job &j, const row_layout &L, float *qk, float *x) {
+  const unsigned i = threadIdx.x % FD;
+  const bool is_k = threadIdx.x >= FD;
+  const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * FD + i;
+  *x = j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + i];
+  float *st = conv_state_of(j, ch);
+  qk[threadIdx.x] = conv_value(*x, j.cw + ch * j.kw, st, j.kw);
+  return st;
+}
+
 struct slice_smem {
   float qk[2 * FD];
   float red[3][kGroups];
@@ -472,20 +494,9 @@ __device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16
     head_gates(j, L, h, &g, &beta);
     const float decay = expf(g);
     float v = 0.0f;
-    if (tid < kSliceCols) {
-      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + col;
-      v = conv_channel(j.row[L.v(h) + col], j.cw + ch * kw, conv_state_of(j, ch), kw);
-      z = j.row[L.z(h) + col];
-    }
-    { /* conv of the key head's q (threads 0..127) and k (128..255) channels, state kept */
-      const unsigned i = tid % FD;
-      const bool is_k = tid >= FD;
-      const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * FD + i;
-      x_qk = j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + i];
-      st_qk = conv_state_of(j, ch);
-      sm.qk[tid] = conv_value(x_qk, j.cw + ch * kw, st_qk, kw);
-      shift_qk = slice == 0 && h % L.r == 0 && st_qk; /* one block per key head stores it */
-    }
+    if (tid < kSliceCols) value_column(j, L, h, col, &v, &z);
+    st_qk = qk_conv_kept(j, L, sm.qk, &x_qk);
+    shift_qk = slice == 0 && h % L.r == 0 && st_qk; /* one block per key head stores it */
     __syncthreads();
     const float qk = l2norm_qk_fast(sm.qk, sm.red); /* as fused_fast */
 
@@ -605,20 +616,9 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
     head_gates(j, L, h, &g, &beta);
     const float decay = expf(g);
     float v = 0.0f, z = 0.0f;
-    if (tid < FD) { /* column tid's v (this head's own conv channel, stored) and z */
-      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + tid;
-      v = conv_channel(j.row[L.v(h) + tid], j.cw + ch * kw, conv_state_of(j, ch), kw);
-      z = j.row[L.z(h) + tid];
-    }
-    { /* the key head's q (threads 0..127) and k (128..255) channels, the state kept */
-      const unsigned i = tid % FD;
-      const bool is_k = tid >= FD;
-      const size_t ch = (size_t)(is_k ? L.nk + j.kh : j.kh) * FD + i;
-      x_qk = j.row[(is_k ? L.k(j.kh) : L.q(j.kh)) + i];
-      st_qk = conv_state_of(j, ch);
-      sm.qk[tid] = conv_value(x_qk, j.cw + ch * kw, st_qk, kw);
-      shift_qk = h % L.r == 0 && st_qk; /* the key head's first value head stores it */
-    }
+    if (tid < FD) value_column(j, L, h, tid, &v, &z);
+    st_qk = qk_conv_kept(j, L, sm.qk, &x_qk);
+    shift_qk = h % L.r == 0 && st_qk; /* the key head's first value head stores it */
     cluster_arrive_release(); /* this block has read the q/k conv state */
     __syncthreads();          /* also: the barrier is initialised before anyone waits on it */
     const float qk = l2norm_qk_fast(sm.qk, sm.red);

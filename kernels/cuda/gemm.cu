@@ -824,11 +824,13 @@ static_assert(mk_shared("gemm_bf16_t128_splitk") == 128u * tc::split_ld(128) * 4
               "kernels.def METRALE_KERNEL_SHARED row: the ring, then the partial tile, plus 1 KiB of "
               "alignment");
 
-extern "C" __global__ void __launch_bounds__(mk_block("gemm_bf16_t128_splitk"), 2)
-__cluster_dims__(1, 1, kT128SplitBf16)
-gemm_bf16_t128_splitk(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  wg::gemm_tile_wg<kT128StagesBf16, bf16, false, kT128SplitBf16>(y, x, w, m, n, k);
-}
+/* One 128x128 bf16 tile with K in `slices`, the slices one cluster; two blocks an SM. */
+#define MK_KERNEL_T128_SPLIT(name, slices)                                                   \
+  extern "C" __global__ void __launch_bounds__(mk_block(#name), 2) __cluster_dims__(1, 1, slices) \
+  name(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {             \
+    wg::gemm_tile_wg<kT128StagesBf16, bf16, false, slices>(y, x, w, m, n, k);                   \
+  }
+MK_KERNEL_T128_SPLIT(gemm_bf16_t128_splitk, kT128SplitBf16)
 MK_CHECK(gemm_bf16_t128_splitk, gemm);
 static_assert(mk_block("gemm_bf16_t128_splitk") == kBlock, "the tile mapping assumes 256 threads");
 
@@ -837,11 +839,7 @@ static_assert(mk_block("gemm_bf16_t128_splitk") == kBlock, "the tile mapping ass
  * (docs/perf-gemm.md); 32 clusters of 4 all fit. */
 constexpr unsigned kT128SplitBf16Quarter = 4;
 static_assert(mk_shared("gemm_bf16_t128_splitk4") == mk_shared("gemm_bf16_t128_splitk"), "the same ring and tile");
-extern "C" __global__ void __launch_bounds__(mk_block("gemm_bf16_t128_splitk4"), 2)
-__cluster_dims__(1, 1, kT128SplitBf16Quarter)
-gemm_bf16_t128_splitk4(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  wg::gemm_tile_wg<kT128StagesBf16, bf16, false, kT128SplitBf16Quarter>(y, x, w, m, n, k);
-}
+MK_KERNEL_T128_SPLIT(gemm_bf16_t128_splitk4, kT128SplitBf16Quarter)
 MK_CHECK(gemm_bf16_t128_splitk4, gemm);
 static_assert(mk_block("gemm_bf16_t128_splitk4") == kBlock, "the tile mapping assumes 256 threads");
 #endif
