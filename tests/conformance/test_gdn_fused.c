@@ -251,3 +251,24 @@ static void run_rejects(metrale_kernel_id id) {
 
 Test(gdn_decode, gdn_decode_cluster35_rejects_other_shapes) { run_rejects(METRALE_K_gdn_decode_cluster35); }
 Test(gdn_decode, gdn_decode_pair35_rejects_other_shapes) { run_rejects(METRALE_K_gdn_decode_pair35); }
+
+/* The pair kernel copies a head's state with the bulk engine: an unaligned state is an
+ * invalid argument (the launch would otherwise go ahead and fault on the pointer 4). */
+Test(gdn_decode, gdn_decode_pair35_rejects_unaligned_state) {
+  CF_BEGIN(ctx, kern, METRALE_K_gdn_decode_pair35);
+  snprintf(ctx.shape, sizeof ctx.shape, "nk=1 nv=2 dk=dv=128, state at byte 4");
+  gpu_arg args[16];
+  for (int a = 0; a < 9; a++) args[a] = gpu_arg_ptr(a == 7 ? 4 : 0);
+  args[9] = gpu_arg_u32(1);
+  args[10] = gpu_arg_u32(1);
+  args[11] = gpu_arg_u32(2);
+  args[12] = gpu_arg_u32(128);
+  args[13] = gpu_arg_u32(128);
+  args[14] = gpu_arg_u32(4);
+  args[15] = gpu_arg_f32(eps);
+  metrale_status st = metrale_launch(ctx.dev, METRALE_K_gdn_decode_pair35, kern, (gpu_dim3){2, 1, 1}, NULL, args, 16);
+  CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "expected INVALID_ARGUMENT, got %s",
+            metrale_code_name(metrale_status_code(st)));
+  metrale_status_free(st);
+  cf_close(&ctx);
+}
