@@ -567,11 +567,10 @@ static_assert(mk_block("gdn_decode_cluster35") == kBlock, "the slice mapping ass
  * with one block a head reaches 3.9 (docs/perf-decode.md section 13).  Here a block takes one
  * value head, its state comes in by one bulk copy into shared memory (no registers held while
  * it lands, three blocks an SM) and goes back by one bulk store from there (docs/perf-decode.md
- * section 16: 354 -> 321 us alone at batch 256), and the two value heads of a key head form a
- * cluster of 2:
- * each block computes the key head's q/k conv from the old conv state without storing it,
- * arrives on the cluster barrier once it has read that state, and after its own work the
- * block of the first value head waits on the barrier and shifts the q/k conv state.  Same
+ * section 16: 354 -> 321 us alone at batch 256).  The two value heads of a key head form a
+ * cluster of 2: each block computes the key head's q/k conv from the old conv state without
+ * storing it, arrives on the cluster barrier once it has read that state, and after its own
+ * work the block of the first value head waits on the barrier and shifts the q/k conv state.  Same
  * arithmetic in the same order as fused_fast for each head (s' = S e^g is recomputed from the
  * copy for the update: the same bits), so y and both states equal the fused kernel's bit for
  * bit. */
