@@ -38,13 +38,18 @@ void cpu_l2norm_qk(float *x, uint32_t t, uint32_t nk, uint32_t dk, uint32_t ld) 
 
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+/* The gates of one (token, value head h): g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b). */
+static inline void gate(float *g, float *beta, float a, float b, float a_log, metrale_bf16 dt_bias) {
+  *g = -expf(a_log) * softplus(a + cpu_bf(dt_bias));
+  *beta = cpu_sigmoid(b);
+}
+
 void cpu_gates(float *g, float *beta, const float *a, const float *b, const float *a_log,
                const metrale_bf16 *dt_bias, uint32_t n, uint32_t nv) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < (int64_t)n; i++) {
     int64_t h = i % nv; /* i = (token, value head) */
-    g[i] = -expf(a_log[h]) * softplus(a[i] + cpu_bf(dt_bias[h]));
-    beta[i] = cpu_sigmoid(b[i]);
+    gate(&g[i], &beta[i], a[i], b[i], a_log[h], dt_bias[h]);
   }
 }
 
@@ -188,9 +193,8 @@ metrale_status cpu_k_gates_ba(const gpu_arg *args) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < (int64_t)n; i++) {
     const int64_t t = i / nv, h = i % nv;
-    const float *row = ba + t * 2 * (int64_t)nv;
-    g[i] = -expf(a_log[h]) * softplus(row[nv + h] + cpu_bf(dt_bias[h]));
-    beta[i] = cpu_sigmoid(row[h]);
+    const float *row = ba + t * 2 * (int64_t)nv; /* [b | a] of token t */
+    gate(&g[i], &beta[i], row[nv + h], row[h], a_log[h], dt_bias[h]);
   }
   return METRALE_OK;
 }

@@ -321,6 +321,12 @@ MK_KERNEL(l2norm_qk_rows)(float *__restrict__ x, unsigned t, unsigned nk, unsign
 }
 MK_CHECK(l2norm_qk_rows, gdn);
 
+/* The gates of one (token, value head): g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b). */
+__device__ __forceinline__ void gate(float *g, float *beta, float a, float b, float a_log, bf16 dt_bias) {
+  *g = -expf(a_log) * softplus_f(a + bf16_to_f32(dt_bias));
+  *beta = sigmoid_f(b);
+}
+
 MK_KERNEL(gates)(float *__restrict__ g, float *__restrict__ beta, const float *__restrict__ a,
                  const float *__restrict__ b, const float *__restrict__ a_log,
                  const bf16 *__restrict__ dt_bias, unsigned n, unsigned nv) {
@@ -328,8 +334,7 @@ MK_KERNEL(gates)(float *__restrict__ g, float *__restrict__ beta, const float *_
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     const unsigned h = (unsigned)(i % nv); /* i = (token, value head) */
-    g[i] = -expf(a_log[h]) * softplus_f(a[i] + bf16_to_f32(dt_bias[h]));
-    beta[i] = sigmoid_f(b[i]);
+    gate(&g[i], &beta[i], a[i], b[i], a_log[h], dt_bias[h]);
   }
 }
 MK_CHECK(gates, gdn);
@@ -343,8 +348,7 @@ MK_KERNEL(gates_ba)(float *__restrict__ g, float *__restrict__ beta, const float
     const size_t t = i / nv;
     const unsigned h = (unsigned)(i % nv); /* i = (token, value head) */
     const float *row = ba + t * 2 * nv;    /* [b | a] of token t */
-    g[i] = -expf(a_log[h]) * softplus_f(row[nv + h] + bf16_to_f32(dt_bias[h]));
-    beta[i] = sigmoid_f(row[h]);
+    gate(&g[i], &beta[i], row[nv + h], row[h], a_log[h], dt_bias[h]);
   }
 }
 MK_CHECK(gates_ba, gdn);

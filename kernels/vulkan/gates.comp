@@ -5,7 +5,7 @@
 //   beta[i] = sigmoid(b[i])
 // a, b f32; dt_bias bf16.
 #include "common.glsl"
-#include "softplus.glsl"
+#include "gates.glsl"
 
 void main() {
   uint i = gl_GlobalInvocationID.x;
@@ -13,7 +13,6 @@ void main() {
   uint h = i % args.nv;
   BF16 dt_bias = BF16(args.dt_bias);
   F32 a = F32(args.a), b = F32(args.b), a_log = F32(args.a_log), g = F32(args.g), beta = F32(args.beta);
-  float x = a.v[i] + bf16_to_f32(dt_bias.v[h]);
-  g.v[i] = -exp(a_log.v[h]) * softplus(x);
+  g.v[i] = gate_g(a.v[i], a_log.v[h], bf16_to_f32(dt_bias.v[h]));
   beta.v[i] = sigmoid(b.v[i]);
 }

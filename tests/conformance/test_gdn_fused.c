@@ -226,25 +226,32 @@ Test(gdn_decode, gdn_decode_pair35) {
 
 /* Other head sizes and r > 2 are an invalid argument, not a launch that computes something
  * else.  No argument points at memory: a launch that went ahead would crash the test. */
+/* Launches id at batch 1 on shape s with every pointer 0 but the state's (state_at) and
+ * expects INVALID_ARGUMENT: a launch that went ahead would crash the test. */
+static void expect_refused(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const fshape *s,
+                           uint64_t state_at) {
+  gpu_arg args[16];
+  for (int a = 0; a < 9; a++) args[a] = gpu_arg_ptr(a == 7 ? state_at : 0);
+  args[9] = gpu_arg_u32(1);
+  args[10] = gpu_arg_u32(s->nk);
+  args[11] = gpu_arg_u32(s->nv);
+  args[12] = gpu_arg_u32(s->dk);
+  args[13] = gpu_arg_u32(s->dv);
+  args[14] = gpu_arg_u32(s->kw);
+  args[15] = gpu_arg_f32(eps);
+  metrale_status st = metrale_launch(ctx->dev, id, kern, (gpu_dim3){grid_of(id, s, 1), 1, 1}, NULL, args, 16);
+  CF_EXPECT(ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "expected INVALID_ARGUMENT, got %s",
+            metrale_code_name(metrale_status_code(st)));
+  metrale_status_free(st);
+}
+
 static void run_rejects(metrale_kernel_id id) {
   CF_BEGIN(ctx, kern, id);
   static const fshape bad[] = {{1, 1, 96, 128, 4}, {1, 1, 128, 64, 4}, {1, 3, 128, 128, 4}, {2, 8, 128, 128, 4}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const fshape *s = &bad[i];
     snprintf(ctx.shape, sizeof ctx.shape, "nk=%u nv=%u dk=%u dv=%u", s->nk, s->nv, s->dk, s->dv);
-    gpu_arg args[16];
-    for (int a = 0; a < 9; a++) args[a] = gpu_arg_ptr(0);
-    args[9] = gpu_arg_u32(1);
-    args[10] = gpu_arg_u32(s->nk);
-    args[11] = gpu_arg_u32(s->nv);
-    args[12] = gpu_arg_u32(s->dk);
-    args[13] = gpu_arg_u32(s->dv);
-    args[14] = gpu_arg_u32(s->kw);
-    args[15] = gpu_arg_f32(eps);
-    metrale_status st = metrale_launch(ctx.dev, id, kern, (gpu_dim3){grid_of(id, s, 1), 1, 1}, NULL, args, 16);
-    CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "expected INVALID_ARGUMENT, got %s",
-              metrale_code_name(metrale_status_code(st)));
-    metrale_status_free(st);
+    expect_refused(&ctx, kern, id, s, 0);
   }
   cf_close(&ctx);
 }
@@ -256,19 +263,8 @@ Test(gdn_decode, gdn_decode_pair35_rejects_other_shapes) { run_rejects(METRALE_K
  * invalid argument (the launch would otherwise go ahead and fault on the pointer 4). */
 Test(gdn_decode, gdn_decode_pair35_rejects_unaligned_state) {
   CF_BEGIN(ctx, kern, METRALE_K_gdn_decode_pair35);
+  static const fshape ok = {1, 2, 128, 128, 4};
   snprintf(ctx.shape, sizeof ctx.shape, "nk=1 nv=2 dk=dv=128, state at byte 4");
-  gpu_arg args[16];
-  for (int a = 0; a < 9; a++) args[a] = gpu_arg_ptr(a == 7 ? 4 : 0);
-  args[9] = gpu_arg_u32(1);
-  args[10] = gpu_arg_u32(1);
-  args[11] = gpu_arg_u32(2);
-  args[12] = gpu_arg_u32(128);
-  args[13] = gpu_arg_u32(128);
-  args[14] = gpu_arg_u32(4);
-  args[15] = gpu_arg_f32(eps);
-  metrale_status st = metrale_launch(ctx.dev, METRALE_K_gdn_decode_pair35, kern, (gpu_dim3){2, 1, 1}, NULL, args, 16);
-  CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "expected INVALID_ARGUMENT, got %s",
-            metrale_code_name(metrale_status_code(st)));
-  metrale_status_free(st);
+  expect_refused(&ctx, kern, METRALE_K_gdn_decode_pair35, &ok, 4);
   cf_close(&ctx);
 }

@@ -440,10 +440,15 @@ int metrale_ops_has_gdn_decode_fused(const metrale_ops *o) { return o->k[METRALE
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x)
 
+/* The heads the cluster and pair kernels take: dk = dv = 128, at most two value heads a key head. */
+static int heads_128_r2(uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
+  return dk == 128 && dv == 128 && nk != 0 && nv % nk == 0 && nv <= 2 * nk;
+}
+
 static int decode_cluster_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv,
                                uint32_t dk, uint32_t dv) {
-  return o->k[METRALE_K_gdn_decode_cluster35] && bsz <= (uint32_t)DECODE_CLUSTER_MAX_BATCH && dk == 128 &&
-         dv == 128 && nk != 0 && nv % nk == 0 && nv <= 2 * nk;
+  return o->k[METRALE_K_gdn_decode_cluster35] && bsz <= (uint32_t)DECODE_CLUSTER_MAX_BATCH &&
+         heads_128_r2(nk, nv, dk, dv);
 }
 
 /* Above the cluster kernel's batches the pair kernel (a block per value head, its state moved
@@ -455,8 +460,8 @@ static int decode_cluster_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, 
 
 static int decode_pair_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk,
                             uint32_t dv, gpu_ptr state) {
-  if (!o->k[METRALE_K_gdn_decode_pair35] || bsz < DECODE_PAIR_MIN_BATCH || dk != 128 || dv != 128 || nk == 0 ||
-      nv % nk != 0 || nv > 2 * nk || (state & 15u) != 0)
+  if (!o->k[METRALE_K_gdn_decode_pair35] || bsz < DECODE_PAIR_MIN_BATCH || !heads_128_r2(nk, nv, dk, dv) ||
+      (state & 15u) != 0)
     return 0;
   const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
   const uint64_t pair_blocks = 2 * CEIL_DIV((uint64_t)bsz * nv, 2), fused_blocks = (uint64_t)bsz * nk;

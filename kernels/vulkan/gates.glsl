@@ -1,4 +1,4 @@
-// softplus for the gates kernels (gdn.gates, gdn.gates_ba); include after common.glsl.
+// The gates kernels' arithmetic (gdn.gates, gdn.gates_ba); include after common.glsl.
 
 // log(1 + u) for u >= 0, accurate in relative terms for small u (Vulkan's log() only
 // promises an absolute error near 1): 2 atanh(u / (2 + u)) as a series below 0.5.
@@ -11,3 +11,6 @@ float log1p_pos(float u) {
 }
 
 float softplus(float x) { return x > 20.0 ? x : log1p_pos(exp(x)); }
+
+// g of one (token, value head): -exp(A_log) * softplus(a + dt_bias); beta is sigmoid(b).
+float gate_g(float a, float a_log, float dt_bias) { return -exp(a_log) * softplus(a + dt_bias); }
