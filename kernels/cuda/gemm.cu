@@ -277,10 +277,11 @@ __device__ __forceinline__ void store2(void *y, unsigned N, unsigned row, unsign
 __host__ __device__ constexpr unsigned split_ld(unsigned BN) { return BN + 4; } /* +4: 8-byte stores spread over banks */
 
 /* The sum and store once every block of the cluster has left its partial tile [BM, BN]
- * (row stride split_ld(BN)) in `part`. */
+ * (row stride split_ld(BN)) in `part`, by kBlock threads (tid 0..kBlock-1) a block; any
+ * others must have exited. */
 template <unsigned BM, unsigned BN, unsigned SPLIT, bool F32_OUT>
 __device__ __forceinline__ void split_sum(void *y, float *part, unsigned M, unsigned N, unsigned m0,
-                                          unsigned n0) {
+                                          unsigned n0, unsigned tid = threadIdx.x) {
   constexpr unsigned LD = split_ld(BN), ROWS = BM / SPLIT, VECS = ROWS * BN / 4;
   static_assert(BM % SPLIT == 0 && VECS % kBlock == 0, "whole float4s per thread");
   namespace cg = cooperative_groups;
@@ -290,7 +291,7 @@ __device__ __forceinline__ void split_sum(void *y, float *part, unsigned M, unsi
   const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
 #pragma unroll
   for (unsigned v = 0; v < VECS / kBlock; v++) {
-    const unsigned idx = threadIdx.x + v * kBlock;
+    const unsigned idx = tid + v * kBlock;
     const unsigned r = rank * ROWS + idx / (BN / 4), c = idx % (BN / 4) * 4;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
@@ -802,6 +803,19 @@ MK_KERNEL_WS(gemm_f32in_hi_ws)(float *y, const float *x, const bf16 *w, unsigned
   ws::gemm_tile_ws<float, true, kWsStagesF32, false>(y, x, w, m, n, k);
 }
 MK_CHECK(gemm_f32in_hi_ws, gemm);
+
+/* The 128x256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
+#define MK_KERNEL_WS_SPLIT(name, XT, YT, STAGES, slices)                                                     \
+  extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(1, 1, slices)             \
+  name(YT *y, const XT *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {                               \
+    ws::gemm_tile_ws<XT, sizeof(YT) == 4, STAGES, true, slices>(y, x, w, m, n, k);                           \
+  }                                                                                                           \
+  MK_CHECK(name, gemm);                                                                                       \
+  static_assert(mk_block(#name) == ws::THREADS && mk_shared(#name) == mk_shared(sizeof(XT) == 2 ? "gemm_bf16_ws" : "gemm_f32in_ws"), \
+                "the ws tile's block and ring")
+MK_KERNEL_WS_SPLIT(gemm_bf16_ws_splitk4, bf16, bf16, kWsStagesBf16, 4);
+MK_KERNEL_WS_SPLIT(gemm_bf16_ws_splitk8, bf16, bf16, kWsStagesBf16, 8);
+MK_KERNEL_WS_SPLIT(gemm_f32in_ws_splitk2, float, float, kWsStagesF32, 2);
 #endif
 
 #if MK_GEMM_MMA && __CUDA_ARCH__ >= 900

@@ -87,7 +87,7 @@ template <typename XT> __device__ __forceinline__ bool tma_ok(const XT *x, const
 template <typename XT, unsigned STAGES>
 __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
                                             const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
-                                            unsigned m0, unsigned n0, unsigned NT) {
+                                            unsigned m0, unsigned n0, unsigned kt0, unsigned NT) {
   using R = ring<XT, STAGES>;
   __shared__ __align__(128) uint64_t maps[2][METRALE_TMA_BYTES / 8];
   const unsigned tid = threadIdx.x % GROUP, lane = tid % 32u;
@@ -113,8 +113,8 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
     if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);
     const uint32_t at = s0 + s * R::STAGE;
     mbar_expect_tx(&full[s], R::STAGE);
-    tma_load_2d(at, slot[0], (int)(kt * BK), (int)m0, &full[s]);
-    tma_load_2d(at + R::A_BYTES, slot[1], (int)(kt * BK), (int)n0, &full[s]);
+    tma_load_2d(at, slot[0], (int)((kt0 + kt) * BK), (int)m0, &full[s]);
+    tma_load_2d(at + R::A_BYTES, slot[1], (int)((kt0 + kt) * BK), (int)n0, &full[s]);
   }
 }
 
@@ -124,17 +124,21 @@ template <typename XT, unsigned STAGES>
 __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, uint64_t *empty,
                                                  const XT *__restrict__ x, const bf16 *__restrict__ w,
                                                  unsigned M, unsigned N, unsigned K, unsigned m0, unsigned n0,
-                                                 unsigned NT) {
+                                                 unsigned kt0, unsigned NT) {
   using R = ring<XT, STAGES>;
   const unsigned tid = threadIdx.x % GROUP;
   for (unsigned kt = 0; kt < NT; kt++) {
     const unsigned s = kt % STAGES;
     if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);
-    load_stage<BM, BN, XT, GROUP, typename R::LX>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt, false, false, tid);
+    load_stage<BM, BN, XT, GROUP, typename R::LX>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt0 + kt, false, false,
+                                                  tid);
     fence_proxy_async();
     mbar_arrive(&full[s]);
   }
 }
+
+/* A barrier of the two consumer warpgroups only (named barrier 1; 0 is __syncthreads'). */
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMERS) : "memory"); }
 
 /* After step kt's MMAs were issued and step kt - 1's are done: this thread hands step
  * kt - 1's stage back (every consumer thread arrives, releasing its own reads of the stage:
@@ -198,14 +202,18 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
   pin(acc);
 }
 
-template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true>
+/* One 128x256 tile.  SPLIT > 1: the SPLIT blocks of a cluster (1, 1, SPLIT) share it, block z
+ * walking the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT) (k_steps_of_block); the consumers leave their
+ * partial tile over the ring and the cluster adds the partials in rank order (tc::split_sum,
+ * by the consumers' 256 threads; the producer warps have exited by then). */
+template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1>
 __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   __shared__ uint64_t full[STAGES], empty[STAGES];
   unsigned tm, tn;
   tile_of_block(tm, tn);
   const unsigned m0 = tm * BM, n0 = tn * BN;
-  if (m0 >= M || n0 >= N) return;
+  if (m0 >= M || n0 >= N) return; /* a cluster's blocks share the tile: all of them or none */
   const uint32_t s0 = dyn_smem_base();
   const bool tma = tma_ok(x, w, K);
   if (threadIdx.x == 0) {
@@ -216,14 +224,16 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
     sm90::mbar_init_fence();
   }
   __syncthreads();
-  const unsigned NT = (K + BK - 1) / BK, wgi = threadIdx.x / GROUP;
+  unsigned kt0, NT;
+  k_steps_of_block<SPLIT>((K + BK - 1) / BK, kt0, NT);
+  const unsigned wgi = threadIdx.x / GROUP;
   if (wgi == 0) {
     regs_dec<56>();
     if (tma)
-      produce_tma<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, NT);
+      produce_tma<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
     else
-      produce_elements<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, NT);
-    return;
+      produce_elements<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
+    return; /* exited threads hold up no barrier, the cluster's included (PTX `exit`) */
   }
   regs_inc<224>();
   const unsigned c = wgi - 1u;
@@ -234,6 +244,21 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
 
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: the rows its fragments read (frag_row) */
-  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + c * 64u + wq * 16u + g, n0, lane % 4u);
+  const unsigned row = c * 64u + wq * 16u + g;
+  if constexpr (SPLIT > 1) {
+    constexpr unsigned LD = split_ld(BN);
+    static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES>::STAGE, "the partial tile fits over the ring");
+    float *part = reinterpret_cast<float *>(gemm_dyn_smem + (s0 - smem_addr(gemm_dyn_smem)));
+    consumers_sync(); /* both warpgroups' MMAs are done with the ring (every copy had landed) */
+#pragma unroll
+    for (unsigned j = 0; j < 32; j++) {
+      const unsigned col = j * 8 + 2 * (lane % 4u);
+      *reinterpret_cast<float2 *>(part + row * LD + col) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<float2 *>(part + (row + 8) * LD + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    split_sum<BM, BN, SPLIT, F32_OUT>(y, part, M, N, m0, n0, threadIdx.x - GROUP);
+    return;
+  }
+  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + row, n0, lane % 4u);
 }
 }  // namespace ws

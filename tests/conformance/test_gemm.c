@@ -30,6 +30,11 @@ static const mnk splitk_shapes[] = {{1, 1, 1},       {5, 129, 7},      {17, 70, 
  * partial tiles in M and N, out_proj at decode batch 256 */
 static const mnk t128_splitk_shapes[] = {{1, 1, 1},       {5, 129, 7},      {130, 257, 1000}, {129, 3, 33},
                                          {200, 130, 4097}, {256, 2048, 4096}, {256, 300, 2048}};
+/* split K on the 128x256 ws tiles (2, 4 or 8 slices of the k steps of 32): K of fewer steps
+ * than slices (empty slices), a slice of fewer steps than the ring, odd and unaligned K (the
+ * element path), partial tiles in M and N, out_proj at decode batch 256 */
+static const mnk ws_splitk_shapes[] = {{1, 1, 1},        {5, 257, 7},       {129, 300, 33},   {130, 513, 1000},
+                                       {200, 260, 4097}, {256, 2048, 4096}, {256, 1100, 2048}, {64, 600, 520}};
 /* including long rows at M = 1 (K = 4104, 6152: the 8-load path and its tail) and M = 4 at
  * out_proj's K */
 static const mnk gemv_shapes[] = {{1, 1, 1},    {1, 7, 129},   {2, 8, 1000},   {3, 129, 64},
@@ -176,6 +181,21 @@ Test(gemm, gemm_bf16_t128_splitk) {
 Test(gemm, gemm_bf16_t128_splitk4) {
   run_gemm_xz(METRALE_K_gemm_bf16_t128_splitk4, t128_splitk_shapes,
               sizeof t128_splitk_shapes / sizeof t128_splitk_shapes[0], 0, 0, 128, 4);
+}
+
+Test(gemm, gemm_bf16_ws_splitk4) {
+  run_gemm_grid(METRALE_K_gemm_bf16_ws_splitk4, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
+                0, 0, 128, 256, 4);
+}
+
+Test(gemm, gemm_bf16_ws_splitk8) {
+  run_gemm_grid(METRALE_K_gemm_bf16_ws_splitk8, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
+                0, 0, 128, 256, 8);
+}
+
+Test(gemm, gemm_f32in_ws_splitk2) {
+  run_gemm_grid(METRALE_K_gemm_f32in_ws_splitk2, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
+                1, 1, 128, 256, 2);
 }
 
 Test(gemm, gemm_bf16_splitk) {

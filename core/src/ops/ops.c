@@ -43,33 +43,41 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by up to six kernels: a gemv for decode (M <= 4), warp-
- * specialised 128x256 tiles or 128x128 tiles when there are enough of them to fill the GPU,
+/* One GEMM contract served by up to nine kernels: a gemv for decode (M <= 4), warp-
+ * specialised 128x256 tiles with K split over a cluster when there are few of them (decode
+ * batches), whole-K 128x256 or 128x128 tiles when there are enough of them to fill the GPU,
  * 128x128 tiles with K split over a cluster for a few hundred rows, 64x64 tiles with K split
  * in 4 when there are few of them, and the 64x64-tile kernel. */
 typedef struct gemm_family {
   metrale_kernel_id gemv, ws, t128, t128_splitk, splitk, tile; /* METRALE_K_COUNT: none */
   uint32_t t128_slices;                                        /* grid.z of t128_splitk */
   metrale_kernel_id t128_splitk4; /* t128_splitk with K in 4 slices, or METRALE_K_COUNT */
+  metrale_kernel_id ws_split[3];  /* ws with K in 2, 4, 8 slices (WS_SLICES), or METRALE_K_COUNT */
 } gemm_family;
+static const uint32_t WS_SLICES[3] = {2, 4, 8};
 
 static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_ws,
                                       METRALE_K_gemm_bf16_t128,     METRALE_K_gemm_bf16_t128_splitk,
                                       METRALE_K_gemm_bf16_splitk,   METRALE_K_gemm_bf16,
-                                      8,                            METRALE_K_gemm_bf16_t128_splitk4};
+                                      8,                            METRALE_K_gemm_bf16_t128_splitk4,
+                                      {METRALE_K_COUNT, METRALE_K_gemm_bf16_ws_splitk4,
+                                       METRALE_K_gemm_bf16_ws_splitk8}};
 static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
                                           METRALE_K_COUNT,         METRALE_K_COUNT, METRALE_K_gemm_bf16_f32,
-                                          0,                       METRALE_K_COUNT};
+                                          0,                       METRALE_K_COUNT,
+                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}};
 static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in,        METRALE_K_gemm_f32in_ws,
                                        METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
                                        METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
-                                       0,                           METRALE_K_COUNT};
+                                       0,                           METRALE_K_COUNT,
+                                       {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_COUNT, METRALE_K_COUNT}};
 
 /* z: the f32in family with the bf16-x ws kernel in place of gemm_f32in_ws */
 static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K_gemm_f32in_hi_ws,
                                           METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
                                           METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
-                                          0,                           METRALE_K_COUNT};
+                                          0,                           METRALE_K_COUNT,
+                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}};
 
 /* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
  * SMs: in_proj at decode batch 256 makes 98 of them on the H200's 132 SMs (docs/perf-gemm.md).
@@ -116,11 +124,41 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
          (uint64_t)CEIL_DIV(m, 64) * CEIL_DIV(n, 64) <= SPLITK_MAX_TILES;
 }
 
+/* K split over a cluster of 128x256 ws tiles (one block an SM) where the tiles are few: the
+ * most slices whose clusters all fit at once.  Clusters of 4 or 8 blocks must sit within a
+ * GPC, and at one block an SM the H200 ran 16 clusters of 4 and 8 of 8 (64 blocks) in one
+ * wave but 16 of 8 (128) in two and 98 of 4 in about six, while 49 clusters of 2 (98 blocks)
+ * took one: so 2 slices while the blocks fit the SMs, 4 or 8 while they fit half of them.
+ * Measured there (ncu, docs/perf-gemm.md, "Split K on the ws tiles"): in_proj (N = 12352,
+ * K = 2048, f32 x) at decode 8 / 64 / 128 44 / 45 / 72 -> 39 / 31 / 31 us on 2 slices;
+ * out_proj (N = 2048, K = 4096) 16.9 / 16.8 / 18.6 -> 15.9 / 16.4 / 16.2 us on 8 slices, at
+ * 192 and 256 28 -> 20 us on 4.  A few tiles do not pay for the 128x256 tile's long k
+ * steps: prefill 64's b|a (one tile, N = 64) took 28 us on 2 slices, 12 on the 64x64 split,
+ * so the slices must also fill a third of the SMs.  Only the forms that won there exist (f32
+ * x in 2 slices, bf16 x in 4 or 8), and only up to the 256 rows measured.  Returns the index
+ * into ws_split, or -1. */
+static int ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
+  if (k < SPLITK_MIN_K || m > 256) return -1;
+  const uint64_t tiles = (uint64_t)CEIL_DIV(m, 128) * CEIL_DIV(n, 256);
+  const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
+  for (int i = 2; i >= 0; i--) {
+    const metrale_kernel_id id = f->ws_split[i];
+    if (id == METRALE_K_COUNT || !o->k[id]) continue;
+    const uint64_t blocks = tiles * WS_SLICES[i];
+    if (blocks <= (WS_SLICES[i] == 2 ? sms : sms / 2) && 3u * blocks >= sms) return i;
+  }
+  return -1;
+}
+
 /* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
  * split) runs on. */
 static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
                                    uint32_t k) {
   if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
+  if (n && k) {
+    const int si = ws_split_pick(o, f, m, n, k);
+    if (si >= 0) return f->ws_split[si];
+  }
   if (n && k && use_t128_splitk(o, f, m, n, k))
     return use_t128_splitk4(o, f, m, n) ? f->t128_splitk4 : f->t128_splitk;
   if (use_ws(o, f, m, n)) return f->ws;
@@ -208,10 +246,13 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
     const int split128 = id == f->t128_splitk || id == f->t128_splitk4;
-    const uint32_t tile = id == f->ws || id == f->t128 || split128 ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws ? 256u : tile), CEIL_DIV(m, tile),
+    uint32_t ws_slices = id == f->ws ? 1u : 0u;
+    for (int i = 0; i < 3; i++)
+      if (id == f->ws_split[i]) ws_slices = WS_SLICES[i];
+    const uint32_t tile = ws_slices || id == f->t128 || split128 ? 128u : 64u;
+    grid = (gpu_dim3){CEIL_DIV(n, ws_slices ? 256u : tile), CEIL_DIV(m, tile),
                       id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices
-                                                 : id == f->t128_splitk4 ? 4u : 1u};
+                                                 : id == f->t128_splitk4 ? 4u : ws_slices ? ws_slices : 1u};
   }
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
   return metrale_launch(o->dev, id, o->k[id], grid, st, args, 6);

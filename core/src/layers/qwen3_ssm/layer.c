@@ -91,19 +91,26 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
           L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
           d->nv, d->dk, d->dv, d->K);
-  /* the kernels this layer's shapes take at decode batch 1 and 8 and at a 4096-token prefill */
-  const uint32_t nvdv = d->nv * d->dv, rows[3] = {1, 8, 4096};
-  fprintf(out, "  projections at decode 1 / decode 8 / prefill 4096:\n");
-  fprintf(out, "  in_proj (q|k|v at prefill):    gemm.%s / gemm.%s / gemm.%s\n",
+  /* the kernels this layer's shapes take at decode batch 1, 8 and 256 and at a 4096-token prefill */
+  const uint32_t nvdv = d->nv * d->dv, rows[4] = {1, 8, 256, 4096};
+  fprintf(out, "  projections at decode 1 / decode 8 / decode 256 / prefill 4096:\n");
+  fprintf(out, "  in_proj (q|k|v at prefill):    gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
           metrale_ops_gemm_f32in_path(o, rows[0], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[1], d->P, d->H),
-          metrale_ops_gemm_f32in_path(o, rows[2], d->C, d->H));
+          metrale_ops_gemm_f32in_path(o, rows[2], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[3], d->C, d->H));
   if (L->moe)
-    fprintf(out, "  router logits:                 gemm.%s / gemm.%s / gemm.%s\n",
+    fprintf(out, "  router logits:                 gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
             metrale_ops_gemm_f32_path(o, rows[0], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[1], d->E + 1, d->H),
-            metrale_ops_gemm_f32_path(o, rows[2], d->E + 1, d->H));
-  fprintf(out, "  out_proj:                      gemm.%s / gemm.%s / gemm.%s\n",
+            metrale_ops_gemm_f32_path(o, rows[2], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[3], d->E + 1, d->H));
+  fprintf(out, "  out_proj:                      gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
           metrale_ops_gemm_path(o, rows[0], d->H, nvdv), metrale_ops_gemm_path(o, rows[1], d->H, nvdv),
-          metrale_ops_gemm_path(o, rows[2], d->H, nvdv));
+          metrale_ops_gemm_path(o, rows[2], d->H, nvdv), metrale_ops_gemm_path(o, rows[3], d->H, nvdv));
+  static const metrale_kernel_id ws_split[] = {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_gemm_bf16_ws_splitk4,
+                                               METRALE_K_gemm_bf16_ws_splitk8};
+  int n_split = 0;
+  fprintf(out, "  GEMMs of few 128x256 tiles, K split over a cluster:");
+  for (size_t i = 0; i < sizeof ws_split / sizeof ws_split[0]; i++)
+    if (o->k[ws_split[i]]) fprintf(out, " gemm.%s", metrale_kernel_info_get(ws_split[i])->name), n_split++;
+  fprintf(out, "%s\n", n_split ? "" : " none in this backend (the kernels below instead)");
   fprintf(out, "  bf16 GEMMs of 65+ rows, few 128x128 tiles: gemm.%s%s\n",
           metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk),
           o->k[METRALE_K_gemm_bf16_t128_splitk] && o->k[METRALE_K_gemm_bf16_t128_splitk4]
