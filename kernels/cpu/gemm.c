@@ -244,6 +244,7 @@ metrale_status cpu_k_gemm_bf16_t128_splitk(const gpu_arg *args) { return cpu_k_g
 metrale_status cpu_k_gemm_bf16_t128_splitk4(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_bf16_ws(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_ws(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
+metrale_status cpu_k_gemm_f32in_ws192(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 metrale_status cpu_k_gemm_bf16_ws_splitk4(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_bf16_ws_splitk8(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_ws_splitk2(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }

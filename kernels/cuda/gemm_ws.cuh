@@ -1,5 +1,6 @@
-/* The sm_90a warp-specialised tile of gemm.cu (kernels.def gemm_bf16_ws, gemm_f32in_ws):
- * 128 x 256 outputs a block, one block an SM, 384 threads.
+/* The sm_90a warp-specialised tile of gemm.cu (kernels.def gemm_bf16_ws, gemm_f32in_ws and
+ * their split and 192-column forms): 128 x BN outputs a block (BN = 256, or 192 where 256-wide
+ * tiles would leave SMs idle), one block an SM, 384 threads.
  *
  *   warpgroup 0 (producer, 56 registers a thread): one thread copies k step kt of x [128
  *     rows] and w [256 rows] into ring stage kt % STAGES with two TMA copies once the
@@ -30,9 +31,7 @@ using sm90::wgmma_fence;
 using sm90::wgmma_wait;
 using wg::desc64;
 
-/* wgmma m64n256k16 (sm90a.cuh), 128 accumulators a thread */
-using mma_ss = sm90::wgmma_ss<256>;
-using mma_rs = sm90::wgmma_rs<256>;
+/* wgmma m64nBNk16 (sm90a.cuh), BN / 2 accumulators a thread */
 
 /* The registers of this warpgroup's threads: fewer for the producer, more for the
  * consumers' 128 accumulators (the block's 64 K registers shared out again). */
@@ -43,7 +42,7 @@ template <unsigned R> __device__ __forceinline__ void regs_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
-constexpr unsigned BM = 128, BN = 256, THREADS = 384, GROUP = 128;
+constexpr unsigned BM = 128, THREADS = 384, GROUP = 128;
 constexpr unsigned CONSUMERS = 256; /* each releases a stage: the empty barriers' count */
 
 /* Stage layouts: what a TMA copy of the template's swizzle writes.  bf16 rows of 64 bytes
@@ -58,6 +57,10 @@ template <> struct stage_tile<float> { using type = f32_tile; };
 template <typename T> struct tma_template;
 template <> struct tma_template<bf16> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R128; };
 template <> struct tma_template<float> { static constexpr unsigned id = METRALE_TMA_F32_K32_R128; };
+/* the w tile's map: BN rows */
+template <unsigned BN> struct tma_w_template;
+template <> struct tma_w_template<256> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R256; };
+template <> struct tma_w_template<192> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R192; };
 
 /* f32 x: the tile row that holds row g (0..7) of each 8 rows of a warp's A fragment.  In
  * f32_tile's layout, rows r and r ^ 1 hold a fragment read's two chunks in the same banks;
@@ -66,7 +69,7 @@ template <> struct tma_template<float> { static constexpr unsigned id = METRALE_
  * follow (store). */
 __device__ __forceinline__ unsigned frag_row(unsigned g) { return 2u * (g & 3u) + (g >> 2); }
 
-template <typename XT, unsigned STAGES> struct ring {
+template <typename XT, unsigned STAGES, unsigned BN> struct ring {
   using LX = typename stage_tile<XT>::type;
   static constexpr unsigned A_BYTES = BM * LX::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
   static constexpr unsigned STAGE = A_BYTES + B_BYTES;
@@ -84,18 +87,18 @@ template <typename XT> __device__ __forceinline__ bool tma_ok(const XT *x, const
  * this SM's slot (one block an SM: nobody else uses it meanwhile); then one thread copies k
  * steps 0..NT-1 into the ring, one x box and one w box a stage, each stage announced on
  * full[] with its byte count, the boxes' parts outside the matrices landing as zeros. */
-template <typename XT, unsigned STAGES>
+template <typename XT, unsigned STAGES, unsigned BN>
 __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
                                             const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
                                             unsigned m0, unsigned n0, unsigned kt0, unsigned NT) {
-  using R = ring<XT, STAGES>;
+  using R = ring<XT, STAGES, BN>;
   __shared__ __align__(128) uint64_t maps[2][METRALE_TMA_BYTES / 8];
   const unsigned tid = threadIdx.x % GROUP, lane = tid % 32u;
   if (tid >= 32u) return;
   unsigned smid;
   asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
   unsigned char(*slot)[METRALE_TMA_BYTES] = metrale_gemm_ws_maps[smid % 1024u]; /* %smid < 1024 on every GPU so far */
-  const unsigned tx = tma_template<XT>::id, tw = METRALE_TMA_BF16_K32_R256;
+  const unsigned tx = tma_template<XT>::id, tw = tma_w_template<BN>::id;
   maps[lane / 16u][lane % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[lane < 16u ? tx : tw])[lane % 16u];
   __syncwarp();
   if (lane == 0) {
@@ -120,12 +123,12 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
 
 /* The producer warpgroup for rows TMA cannot describe: element loads and shared stores by
  * all 128 threads in the stage layout, fenced for the tensor cores, one arrival each. */
-template <typename XT, unsigned STAGES>
+template <typename XT, unsigned STAGES, unsigned BN>
 __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, uint64_t *empty,
                                                  const XT *__restrict__ x, const bf16 *__restrict__ w,
                                                  unsigned M, unsigned N, unsigned K, unsigned m0, unsigned n0,
                                                  unsigned kt0, unsigned NT) {
-  using R = ring<XT, STAGES>;
+  using R = ring<XT, STAGES, BN>;
   const unsigned tid = threadIdx.x % GROUP;
   for (unsigned kt = 0; kt < NT; kt++) {
     const unsigned s = kt % STAGES;
@@ -150,10 +153,12 @@ __device__ __forceinline__ void release(uint64_t *empty, unsigned kt) {
 
 /* A consumer warpgroup (c = 0, 1: rows 64 c .. 64 c + 63 of the tile) over k steps 0..NT-1.
  * f32 x: LO adds the product of x's low part (x = hi + lo); without it x counts as bf16(x). */
-template <typename XT, unsigned STAGES, bool LO>
-__device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t *full, uint64_t *empty,
+template <typename XT, unsigned STAGES, bool LO, unsigned BN>
+__device__ __forceinline__ void consume(float (&acc)[BN / 2], uint32_t s0, uint64_t *full, uint64_t *empty,
                                         unsigned c, unsigned NT) {
-  using R = ring<XT, STAGES>;
+  using R = ring<XT, STAGES, BN>;
+  using mma_ss = sm90::wgmma_ss<BN>;
+  using mma_rs = sm90::wgmma_rs<BN>;
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   pin(acc);
   if constexpr (sizeof(XT) == 2) {
@@ -206,7 +211,7 @@ __device__ __forceinline__ void consume(float (&acc)[128], uint32_t s0, uint64_t
  * walking the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT) (k_steps_of_block); the consumers leave their
  * partial tile over the ring and the cluster adds the partials in rank order (tc::split_sum,
  * by the consumers' 256 threads; the producer warps have exited by then). */
-template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1>
+template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256>
 __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -230,28 +235,28 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   if (wgi == 0) {
     regs_dec<56>();
     if (tma)
-      produce_tma<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
+      produce_tma<XT, STAGES, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
     else
-      produce_elements<XT, STAGES>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
+      produce_elements<XT, STAGES, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
     return; /* exited threads hold up no barrier, the cluster's included (PTX `exit`) */
   }
   regs_inc<224>();
   const unsigned c = wgi - 1u;
-  float acc[128];
+  float acc[BN / 2];
 #pragma unroll
-  for (unsigned i = 0; i < 128; i++) acc[i] = 0.0f;
-  consume<XT, STAGES, LO>(acc, s0, full, empty, c, NT);
+  for (unsigned i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+  consume<XT, STAGES, LO, BN>(acc, s0, full, empty, c, NT);
 
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: the rows its fragments read (frag_row) */
   const unsigned row = c * 64u + wq * 16u + g;
   if constexpr (SPLIT > 1) {
     constexpr unsigned LD = split_ld(BN);
-    static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES>::STAGE, "the partial tile fits over the ring");
+    static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES, BN>::STAGE, "the partial tile fits over the ring");
     float *part = reinterpret_cast<float *>(gemm_dyn_smem + (s0 - smem_addr(gemm_dyn_smem)));
     consumers_sync(); /* both warpgroups' MMAs are done with the ring (every copy had landed) */
 #pragma unroll
-    for (unsigned j = 0; j < 32; j++) {
+    for (unsigned j = 0; j < BN / 8; j++) {
       const unsigned col = j * 8 + 2 * (lane % 4u);
       *reinterpret_cast<float2 *>(part + row * LD + col) = make_float2(acc[4 * j], acc[4 * j + 1]);
       *reinterpret_cast<float2 *>(part + (row + 8) * LD + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);

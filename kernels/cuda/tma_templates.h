@@ -22,6 +22,7 @@
 #define METRALE_TMA_TEMPLATES(X)                                                   \
   X(BF16_K32_R128, 2, 32, 128, 64)  /* gemm_ws.cuh: a bf16 x tile, 128 rows of 64 B */ \
   X(BF16_K32_R256, 2, 32, 256, 64)  /* gemm_ws.cuh: the w tile, 256 rows of 64 B */    \
+  X(BF16_K32_R192, 2, 32, 192, 64)  /* gemm_ws.cuh: the 192-column tile's w, 192 rows */ \
   X(F32_K32_R128, 4, 32, 128, 128)  /* gemm_ws.cuh: an f32 x tile, 128 rows of 128 B */
 
 enum {

@@ -183,6 +183,10 @@ Test(gemm, gemm_bf16_t128_splitk4) {
               sizeof t128_splitk_shapes / sizeof t128_splitk_shapes[0], 0, 0, 128, 4);
 }
 
+Test(gemm, gemm_f32in_ws192) {
+  run_gemm_grid(METRALE_K_gemm_f32in_ws192, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 1, 128, 192, 1);
+}
+
 Test(gemm, gemm_bf16_ws_splitk4) {
   run_gemm_grid(METRALE_K_gemm_bf16_ws_splitk4, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
                 0, 0, 128, 256, 4);

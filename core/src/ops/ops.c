@@ -53,6 +53,7 @@ typedef struct gemm_family {
   uint32_t t128_slices;                                        /* grid.z of t128_splitk */
   metrale_kernel_id t128_splitk4; /* t128_splitk with K in 4 slices, or METRALE_K_COUNT */
   metrale_kernel_id ws_split[3];  /* ws with K in 2, 4, 8 slices (WS_SLICES), or METRALE_K_COUNT */
+  metrale_kernel_id ws192;        /* ws with 128x192 tiles, or METRALE_K_COUNT */
 } gemm_family;
 static const uint32_t WS_SLICES[3] = {2, 4, 8};
 
@@ -61,23 +62,27 @@ static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_ge
                                       METRALE_K_gemm_bf16_splitk,   METRALE_K_gemm_bf16,
                                       8,                            METRALE_K_gemm_bf16_t128_splitk4,
                                       {METRALE_K_COUNT, METRALE_K_gemm_bf16_ws_splitk4,
-                                       METRALE_K_gemm_bf16_ws_splitk8}};
+                                       METRALE_K_gemm_bf16_ws_splitk8},
+                                      METRALE_K_COUNT};
 static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
                                           METRALE_K_COUNT,         METRALE_K_COUNT, METRALE_K_gemm_bf16_f32,
                                           0,                       METRALE_K_COUNT,
-                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}};
+                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
+                                          METRALE_K_COUNT};
 static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in,        METRALE_K_gemm_f32in_ws,
                                        METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
                                        METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
                                        0,                           METRALE_K_COUNT,
-                                       {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_COUNT, METRALE_K_COUNT}};
+                                       {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_COUNT, METRALE_K_COUNT},
+                                       METRALE_K_gemm_f32in_ws192};
 
 /* z: the f32in family with the bf16-x ws kernel in place of gemm_f32in_ws */
 static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K_gemm_f32in_hi_ws,
                                           METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
                                           METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
                                           0,                           METRALE_K_COUNT,
-                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}};
+                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
+                                          METRALE_K_COUNT};
 
 /* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
  * SMs: in_proj at decode batch 256 makes 98 of them on the H200's 132 SMs (docs/perf-gemm.md).
@@ -150,6 +155,17 @@ static int ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m,
   return -1;
 }
 
+/* 128x192 instead of 128x256 tiles where they take fewer columns of work in all: whole waves
+ * of tiles times the tile's width (up to the 256 rows measured: in_proj at decode 192 / 256,
+ * 98 tiles of 256 in one wave with 34 of 132 SMs idle, 130 of 192; docs/perf-gemm.md). */
+static int use_ws192(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
+  if (f->ws192 == METRALE_K_COUNT || !o->k[f->ws192] || !n || m > 256) return 0;
+  const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count, rows = CEIL_DIV(m, 128);
+  const uint64_t w256 = (rows * CEIL_DIV(n, 256) + sms - 1) / sms * 256u;
+  const uint64_t w192 = (rows * CEIL_DIV(n, 192) + sms - 1) / sms * 192u;
+  return w192 < w256;
+}
+
 /* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
  * split) runs on. */
 static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
@@ -161,7 +177,7 @@ static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, u
   }
   if (n && k && use_t128_splitk(o, f, m, n, k))
     return use_t128_splitk4(o, f, m, n) ? f->t128_splitk4 : f->t128_splitk;
-  if (use_ws(o, f, m, n)) return f->ws;
+  if (use_ws(o, f, m, n)) return use_ws192(o, f, m, n) ? f->ws192 : f->ws;
   if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
   if (use_splitk(o, f, m, n, k)) return f->splitk;
   return f->tile;
@@ -246,11 +262,11 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
     const int split128 = id == f->t128_splitk || id == f->t128_splitk4;
-    uint32_t ws_slices = id == f->ws ? 1u : 0u;
+    uint32_t ws_slices = id == f->ws || id == f->ws192 ? 1u : 0u;
     for (int i = 0; i < 3; i++)
       if (id == f->ws_split[i]) ws_slices = WS_SLICES[i];
     const uint32_t tile = ws_slices || id == f->t128 || split128 ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, ws_slices ? 256u : tile), CEIL_DIV(m, tile),
+    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws192 ? 192u : ws_slices ? 256u : tile), CEIL_DIV(m, tile),
                       id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices
                                                  : id == f->t128_splitk4 ? 4u : ws_slices ? ws_slices : 1u};
   }
