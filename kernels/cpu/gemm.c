@@ -248,6 +248,8 @@ metrale_status cpu_k_gemm_f32in_ws192(const gpu_arg *args) { return cpu_k_gemm_f
 metrale_status cpu_k_gemm_bf16_ws_splitk4(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_bf16_ws_splitk8(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
 metrale_status cpu_k_gemm_f32in_ws_splitk2(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
+metrale_status cpu_k_gemm_bf16_ws64_splitk8(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
+metrale_status cpu_k_gemm_f32in_ws64_splitk2(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 /* gemm_f32in_hi_ws: x rounded to bf16 first (a copy), then the bf16-x product with f32 y. */
 metrale_status cpu_k_gemm_f32in_hi_ws(const gpu_arg *args) {
   const float *x = cpu_arg_p(args, 1);

@@ -779,8 +779,8 @@ static_assert(mk_block("gemm_bf16_t128") == kBlock && mk_block("gemm_f32in_t128"
 /* 128x256 tiles, warp-specialised (gemm_ws.cuh): one block an SM, 8 stages of 24 KiB (bf16 x)
  * or 6 of 32 KiB (f32 x).  Only in the sm_90a image. */
 constexpr unsigned kWsStagesBf16 = 8, kWsStagesF32 = 6;
-static_assert(mk_shared("gemm_bf16_ws") == kWsStagesBf16 * ws::ring<bf16, kWsStagesBf16, 256>::STAGE + 1024u &&
-                  mk_shared("gemm_f32in_ws") == kWsStagesF32 * ws::ring<float, kWsStagesF32, 256>::STAGE + 1024u,
+static_assert(mk_shared("gemm_bf16_ws") == kWsStagesBf16 * ws::ring<bf16, kWsStagesBf16, 128, 256>::STAGE + 1024u &&
+                  mk_shared("gemm_f32in_ws") == kWsStagesF32 * ws::ring<float, kWsStagesF32, 128, 256>::STAGE + 1024u,
               "kernels.def METRALE_KERNEL_SHARED rows: the stages plus 1 KiB of alignment");
 static_assert(mk_shared("gemm_bf16_ws") > 114u * 1024u && mk_shared("gemm_f32in_ws") > 114u * 1024u,
               "one block an SM (of 228 KiB): a block's tensor maps live in its SM's slot");
@@ -804,23 +804,29 @@ MK_KERNEL_WS(gemm_f32in_hi_ws)(float *y, const float *x, const bf16 *w, unsigned
 }
 MK_CHECK(gemm_f32in_hi_ws, gemm);
 
-/* The 128x256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
-#define MK_KERNEL_WS_SPLIT(name, XT, YT, STAGES, slices)                                                     \
+/* BM x 256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
+#define MK_KERNEL_WS_SPLIT(name, XT, YT, BM, STAGES, slices)                                                 \
   extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(1, 1, slices)             \
   name(YT *y, const XT *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {                               \
-    ws::gemm_tile_ws<XT, sizeof(YT) == 4, STAGES, true, slices>(y, x, w, m, n, k);                           \
+    ws::gemm_tile_ws<XT, sizeof(YT) == 4, STAGES, true, slices, 256, BM>(y, x, w, m, n, k);                  \
   }                                                                                                           \
   MK_CHECK(name, gemm);                                                                                       \
-  static_assert(mk_block(#name) == ws::THREADS && mk_shared(#name) == mk_shared(sizeof(XT) == 2 ? "gemm_bf16_ws" : "gemm_f32in_ws"), \
-                "the ws tile's block and ring")
-MK_KERNEL_WS_SPLIT(gemm_bf16_ws_splitk4, bf16, bf16, kWsStagesBf16, 4);
-MK_KERNEL_WS_SPLIT(gemm_bf16_ws_splitk8, bf16, bf16, kWsStagesBf16, 8);
-MK_KERNEL_WS_SPLIT(gemm_f32in_ws_splitk2, float, float, kWsStagesF32, 2);
+  static_assert(mk_block(#name) == ws::THREADS &&                                                             \
+                    mk_shared(#name) == STAGES * ws::ring<XT, STAGES, BM, 256>::STAGE + 1024u,                \
+                "kernels.def rows: the ws block, the stages plus 1 KiB of alignment")
+MK_KERNEL_WS_SPLIT(gemm_bf16_ws_splitk4, bf16, bf16, 128, kWsStagesBf16, 4);
+MK_KERNEL_WS_SPLIT(gemm_bf16_ws_splitk8, bf16, bf16, 128, kWsStagesBf16, 8);
+MK_KERNEL_WS_SPLIT(gemm_f32in_ws_splitk2, float, float, 128, kWsStagesF32, 2);
+/* 64-row tiles (the two consumer warpgroups on the two halves of the columns) for up to 64
+ * rows, where 128-row tiles run half their MMAs on rows that are not there: 9 stages of 20
+ * KiB (bf16 x) or 8 of 24 KiB (f32 x). */
+MK_KERNEL_WS_SPLIT(gemm_bf16_ws64_splitk8, bf16, bf16, 64, 9, 8);
+MK_KERNEL_WS_SPLIT(gemm_f32in_ws64_splitk2, float, float, 64, 8, 2);
 
 /* 128x192 tiles for f32 x: where 256-wide tiles leave SMs idle and 192-wide ones do not
  * (in_proj at decode 192 / 256: 98 tiles of 256 on 132 SMs, 130 of 192). */
 constexpr unsigned kWs192StagesF32 = 7;
-static_assert(mk_shared("gemm_f32in_ws192") == kWs192StagesF32 * ws::ring<float, kWs192StagesF32, 192>::STAGE + 1024u &&
+static_assert(mk_shared("gemm_f32in_ws192") == kWs192StagesF32 * ws::ring<float, kWs192StagesF32, 128, 192>::STAGE + 1024u &&
                   mk_block("gemm_f32in_ws192") == ws::THREADS,
               "kernels.def rows: the stages plus 1 KiB of alignment, the ws block");
 MK_KERNEL_WS(gemm_f32in_ws192)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {

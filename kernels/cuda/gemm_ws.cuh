@@ -42,7 +42,7 @@ template <unsigned R> __device__ __forceinline__ void regs_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
-constexpr unsigned BM = 128, THREADS = 384, GROUP = 128;
+constexpr unsigned THREADS = 384, GROUP = 128;
 constexpr unsigned CONSUMERS = 256; /* each releases a stage: the empty barriers' count */
 
 /* Stage layouts: what a TMA copy of the template's swizzle writes.  bf16 rows of 64 bytes
@@ -54,9 +54,12 @@ struct f32_tile {
 };
 template <typename T> struct stage_tile { using type = tile_of<T>; };
 template <> struct stage_tile<float> { using type = f32_tile; };
-template <typename T> struct tma_template;
-template <> struct tma_template<bf16> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R128; };
-template <> struct tma_template<float> { static constexpr unsigned id = METRALE_TMA_F32_K32_R128; };
+/* the x tile's map: BM rows */
+template <typename XT, unsigned BM> struct tma_template;
+template <> struct tma_template<bf16, 128> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R128; };
+template <> struct tma_template<float, 128> { static constexpr unsigned id = METRALE_TMA_F32_K32_R128; };
+template <> struct tma_template<bf16, 64> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R64; };
+template <> struct tma_template<float, 64> { static constexpr unsigned id = METRALE_TMA_F32_K32_R64; };
 /* the w tile's map: BN rows */
 template <unsigned BN> struct tma_w_template;
 template <> struct tma_w_template<256> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R256; };
@@ -69,7 +72,7 @@ template <> struct tma_w_template<192> { static constexpr unsigned id = METRALE_
  * follow (store). */
 __device__ __forceinline__ unsigned frag_row(unsigned g) { return 2u * (g & 3u) + (g >> 2); }
 
-template <typename XT, unsigned STAGES, unsigned BN> struct ring {
+template <typename XT, unsigned STAGES, unsigned BM, unsigned BN> struct ring {
   using LX = typename stage_tile<XT>::type;
   static constexpr unsigned A_BYTES = BM * LX::ROW_BYTES, B_BYTES = BN * tile_of<bf16>::ROW_BYTES;
   static constexpr unsigned STAGE = A_BYTES + B_BYTES;
@@ -87,18 +90,18 @@ template <typename XT> __device__ __forceinline__ bool tma_ok(const XT *x, const
  * this SM's slot (one block an SM: nobody else uses it meanwhile); then one thread copies k
  * steps 0..NT-1 into the ring, one x box and one w box a stage, each stage announced on
  * full[] with its byte count, the boxes' parts outside the matrices landing as zeros. */
-template <typename XT, unsigned STAGES, unsigned BN>
+template <typename XT, unsigned STAGES, unsigned BM, unsigned BN>
 __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
                                             const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
                                             unsigned m0, unsigned n0, unsigned kt0, unsigned NT) {
-  using R = ring<XT, STAGES, BN>;
+  using R = ring<XT, STAGES, BM, BN>;
   __shared__ __align__(128) uint64_t maps[2][METRALE_TMA_BYTES / 8];
   const unsigned tid = threadIdx.x % GROUP, lane = tid % 32u;
   if (tid >= 32u) return;
   unsigned smid;
   asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
   unsigned char(*slot)[METRALE_TMA_BYTES] = metrale_gemm_ws_maps[smid % 1024u]; /* %smid < 1024 on every GPU so far */
-  const unsigned tx = tma_template<XT>::id, tw = tma_w_template<BN>::id;
+  const unsigned tx = tma_template<XT, BM>::id, tw = tma_w_template<BN>::id;
   maps[lane / 16u][lane % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[lane < 16u ? tx : tw])[lane % 16u];
   __syncwarp();
   if (lane == 0) {
@@ -123,12 +126,12 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
 
 /* The producer warpgroup for rows TMA cannot describe: element loads and shared stores by
  * all 128 threads in the stage layout, fenced for the tensor cores, one arrival each. */
-template <typename XT, unsigned STAGES, unsigned BN>
+template <typename XT, unsigned STAGES, unsigned BM, unsigned BN>
 __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, uint64_t *empty,
                                                  const XT *__restrict__ x, const bf16 *__restrict__ w,
                                                  unsigned M, unsigned N, unsigned K, unsigned m0, unsigned n0,
                                                  unsigned kt0, unsigned NT) {
-  using R = ring<XT, STAGES, BN>;
+  using R = ring<XT, STAGES, BM, BN>;
   const unsigned tid = threadIdx.x % GROUP;
   for (unsigned kt = 0; kt < NT; kt++) {
     const unsigned s = kt % STAGES;
@@ -151,14 +154,25 @@ __device__ __forceinline__ void release(uint64_t *empty, unsigned kt) {
   if (kt > 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
 }
 
-/* A consumer warpgroup (c = 0, 1: rows 64 c .. 64 c + 63 of the tile) over k steps 0..NT-1.
+/* What consumer warpgroup c (0, 1) of a BM x BN tile computes: 64 rows from row0 and CN
+ * columns from col0 (BM 128: rows 64 c.., all columns; BM 64: all rows, columns c BN / 2..). */
+template <unsigned BM, unsigned BN> struct part_of {
+  static_assert(BM == 128 || BM == 64, "two consumer warpgroups of 64 rows");
+  static constexpr unsigned CN = BM == 128 ? BN : BN / 2, NACC = CN / 2;
+  static __device__ __forceinline__ unsigned row0(unsigned c) { return BM == 128 ? 64u * c : 0u; }
+  static __device__ __forceinline__ unsigned col0(unsigned c) { return BM == 128 ? 0u : c * CN; }
+};
+
+/* A consumer warpgroup (c = 0, 1: its part_of the tile) over k steps 0..NT-1.
  * f32 x: LO adds the product of x's low part (x = hi + lo); without it x counts as bf16(x). */
-template <typename XT, unsigned STAGES, bool LO, unsigned BN>
-__device__ __forceinline__ void consume(float (&acc)[BN / 2], uint32_t s0, uint64_t *full, uint64_t *empty,
-                                        unsigned c, unsigned NT) {
-  using R = ring<XT, STAGES, BN>;
-  using mma_ss = sm90::wgmma_ss<BN>;
-  using mma_rs = sm90::wgmma_rs<BN>;
+template <typename XT, unsigned STAGES, bool LO, unsigned BM, unsigned BN>
+__device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uint32_t s0, uint64_t *full,
+                                        uint64_t *empty, unsigned c, unsigned NT) {
+  using R = ring<XT, STAGES, BM, BN>;
+  using P = part_of<BM, BN>;
+  using mma_ss = sm90::wgmma_ss<P::CN>;
+  using mma_rs = sm90::wgmma_rs<P::CN>;
+  const uint32_t b_off = R::A_BYTES + P::col0(c) * tile_of<bf16>::ROW_BYTES; /* this part's w rows */
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   pin(acc);
   if constexpr (sizeof(XT) == 2) {
@@ -166,7 +180,7 @@ __device__ __forceinline__ void consume(float (&acc)[BN / 2], uint32_t s0, uint6
       const unsigned s = kt % STAGES;
       mbar_wait(&full[s], (kt / STAGES) & 1u);
       const uint32_t sa = s0 + s * R::STAGE;
-      const uint64_t da = desc64(sa + c * 64u * 64u), db = desc64(sa + R::A_BYTES);
+      const uint64_t da = desc64(sa + P::row0(c) * 64u), db = desc64(sa + b_off);
       wgmma_fence();
       mma_ss::run(acc, da, db);
       mma_ss::run(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
@@ -177,13 +191,13 @@ __device__ __forceinline__ void consume(float (&acc)[BN / 2], uint32_t s0, uint6
   } else {
     /* A from registers: two sets, so that step kt's fragments are made while step kt - 1's
      * MMAs still read theirs */
-    const unsigned ra = c * 64u + wq * 16u + frag_row(lane / 4u);
+    const unsigned ra = P::row0(c) + wq * 16u + frag_row(lane / 4u);
     uint32_t hi[2][2][4], lo[2][2][4];
     auto step = [&](unsigned kt, uint32_t(&h)[2][4], uint32_t(&l)[2][4]) {
       const unsigned s = kt % STAGES;
       mbar_wait(&full[s], (kt / STAGES) & 1u);
       const uint32_t sa = s0 + s * R::STAGE;
-      const uint64_t db = desc64(sa + R::A_BYTES);
+      const uint64_t db = desc64(sa + b_off);
 #pragma unroll
       for (unsigned k16 = 0; k16 < 2; k16++) /* k 0..15 and 16..31 of the step, in f32_tile's layout */
         split_frag<f32_tile, LO>(sa, ra, k16 * 16 + 2 * (lane % 4u), h[k16], l[k16]);
@@ -207,11 +221,13 @@ __device__ __forceinline__ void consume(float (&acc)[BN / 2], uint32_t s0, uint6
   pin(acc);
 }
 
-/* One 128x256 tile.  SPLIT > 1: the SPLIT blocks of a cluster (1, 1, SPLIT) share it, block z
+/* One BM x BN tile (128 rows by 256 or 192 columns, or 64 by 256).  SPLIT > 1: the SPLIT
+ * blocks of a cluster (1, 1, SPLIT) share it, block z
  * walking the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT) (k_steps_of_block); the consumers leave their
  * partial tile over the ring and the cluster adds the partials in rank order (tc::split_sum,
  * by the consumers' 256 threads; the producer warps have exited by then). */
-template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256>
+template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256,
+          unsigned BM = 128>
 __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -235,35 +251,36 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   if (wgi == 0) {
     regs_dec<56>();
     if (tma)
-      produce_tma<XT, STAGES, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
+      produce_tma<XT, STAGES, BM, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
     else
-      produce_elements<XT, STAGES, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
+      produce_elements<XT, STAGES, BM, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
     return; /* exited threads hold up no barrier, the cluster's included (PTX `exit`) */
   }
   regs_inc<224>();
   const unsigned c = wgi - 1u;
-  float acc[BN / 2];
+  using P = part_of<BM, BN>;
+  float acc[P::NACC];
 #pragma unroll
-  for (unsigned i = 0; i < BN / 2; i++) acc[i] = 0.0f;
-  consume<XT, STAGES, LO, BN>(acc, s0, full, empty, c, NT);
+  for (unsigned i = 0; i < P::NACC; i++) acc[i] = 0.0f;
+  consume<XT, STAGES, LO, BM, BN>(acc, s0, full, empty, c, NT);
 
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: the rows its fragments read (frag_row) */
-  const unsigned row = c * 64u + wq * 16u + g;
+  const unsigned row = P::row0(c) + wq * 16u + g, col0 = P::col0(c);
   if constexpr (SPLIT > 1) {
     constexpr unsigned LD = split_ld(BN);
-    static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES, BN>::STAGE, "the partial tile fits over the ring");
+    static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES, BM, BN>::STAGE, "the partial tile fits over the ring");
     float *part = reinterpret_cast<float *>(gemm_dyn_smem + (s0 - smem_addr(gemm_dyn_smem)));
     consumers_sync(); /* both warpgroups' MMAs are done with the ring (every copy had landed) */
 #pragma unroll
-    for (unsigned j = 0; j < BN / 8; j++) {
-      const unsigned col = j * 8 + 2 * (lane % 4u);
+    for (unsigned j = 0; j < P::CN / 8; j++) {
+      const unsigned col = col0 + j * 8 + 2 * (lane % 4u);
       *reinterpret_cast<float2 *>(part + row * LD + col) = make_float2(acc[4 * j], acc[4 * j + 1]);
       *reinterpret_cast<float2 *>(part + (row + 8) * LD + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
     split_sum<BM, BN, SPLIT, F32_OUT>(y, part, M, N, m0, n0, threadIdx.x - GROUP);
     return;
   }
-  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + row, n0, lane % 4u);
+  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + row, n0 + col0, lane % 4u);
 }
 }  // namespace ws

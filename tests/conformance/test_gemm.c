@@ -202,6 +202,16 @@ Test(gemm, gemm_f32in_ws_splitk2) {
                 1, 1, 128, 256, 2);
 }
 
+Test(gemm, gemm_bf16_ws64_splitk8) {
+  run_gemm_grid(METRALE_K_gemm_bf16_ws64_splitk8, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
+                0, 0, 64, 256, 8);
+}
+
+Test(gemm, gemm_f32in_ws64_splitk2) {
+  run_gemm_grid(METRALE_K_gemm_f32in_ws64_splitk2, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
+                1, 1, 64, 256, 2);
+}
+
 Test(gemm, gemm_bf16_splitk) {
   run_gemm_xz(METRALE_K_gemm_bf16_splitk, splitk_shapes, sizeof splitk_shapes / sizeof splitk_shapes[0], 0, 0,
               64, 4);

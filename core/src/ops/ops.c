@@ -52,28 +52,31 @@ typedef struct gemm_family {
   metrale_kernel_id gemv, ws, t128, t128_splitk, splitk, tile; /* METRALE_K_COUNT: none */
   uint32_t t128_slices;                                        /* grid.z of t128_splitk */
   metrale_kernel_id t128_splitk4; /* t128_splitk with K in 4 slices, or METRALE_K_COUNT */
-  metrale_kernel_id ws_split[3];  /* ws with K in 2, 4, 8 slices (WS_SLICES), or METRALE_K_COUNT */
+  metrale_kernel_id ws_split[2][3]; /* ws with K in 2, 4, 8 slices (WS_SLICES) on 128- and 64-row
+                                      tiles (WS_ROWS), or METRALE_K_COUNT */
   metrale_kernel_id ws192;        /* ws with 128x192 tiles, or METRALE_K_COUNT */
 } gemm_family;
-static const uint32_t WS_SLICES[3] = {2, 4, 8};
+static const uint32_t WS_SLICES[3] = {2, 4, 8}, WS_ROWS[2] = {128, 64};
 
 static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_ws,
                                       METRALE_K_gemm_bf16_t128,     METRALE_K_gemm_bf16_t128_splitk,
                                       METRALE_K_gemm_bf16_splitk,   METRALE_K_gemm_bf16,
                                       8,                            METRALE_K_gemm_bf16_t128_splitk4,
-                                      {METRALE_K_COUNT, METRALE_K_gemm_bf16_ws_splitk4,
-                                       METRALE_K_gemm_bf16_ws_splitk8},
+                                      {{METRALE_K_COUNT, METRALE_K_gemm_bf16_ws_splitk4, METRALE_K_gemm_bf16_ws_splitk8},
+                                       {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_gemm_bf16_ws64_splitk8}},
                                       METRALE_K_COUNT};
 static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
                                           METRALE_K_COUNT,         METRALE_K_COUNT, METRALE_K_gemm_bf16_f32,
                                           0,                       METRALE_K_COUNT,
-                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
+                                          {{METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
+                                           {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}},
                                           METRALE_K_COUNT};
 static const gemm_family GEMM_F32IN = {METRALE_K_gemv_f32in,        METRALE_K_gemm_f32in_ws,
                                        METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
                                        METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
                                        0,                           METRALE_K_COUNT,
-                                       {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_COUNT, METRALE_K_COUNT},
+                                       {{METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_COUNT, METRALE_K_COUNT},
+                                        {METRALE_K_gemm_f32in_ws64_splitk2, METRALE_K_COUNT, METRALE_K_COUNT}},
                                        METRALE_K_gemm_f32in_ws192};
 
 /* z: the f32in family with the bf16-x ws kernel in place of gemm_f32in_ws */
@@ -81,7 +84,8 @@ static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K
                                           METRALE_K_gemm_f32in_t128,   METRALE_K_COUNT,
                                           METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in,
                                           0,                           METRALE_K_COUNT,
-                                          {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
+                                          {{METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
+                                           {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}},
                                           METRALE_K_COUNT};
 
 /* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
@@ -139,20 +143,24 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
  * out_proj (N = 2048, K = 4096) 16.9 / 16.8 / 18.6 -> 15.9 / 16.4 / 16.2 us on 8 slices, at
  * 192 and 256 28 -> 20 us on 4.  A few tiles do not pay for the 128x256 tile's long k
  * steps: prefill 64's b|a (one tile, N = 64) took 28 us on 2 slices, 12 on the 64x64 split,
- * so the slices must also fill a third of the SMs.  Only the forms that won there exist (f32
- * x in 2 slices, bf16 x in 4 or 8), and only up to the 256 rows measured.  Returns the index
- * into ws_split, or -1. */
-static int ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  if (k < SPLITK_MIN_K || m > 256) return -1;
-  const uint64_t tiles = (uint64_t)CEIL_DIV(m, 128) * CEIL_DIV(n, 256);
+ * so the slices must also fill a third of the SMs.  Up to 64 rows, 64x256 tiles first (the
+ * 128-row ones run half their MMAs on absent rows).  Only the forms that won there exist
+ * (f32 x in 2 slices, bf16 x in 4 or 8; on 64-row tiles f32 x in 2, bf16 x in 8), and only
+ * up to the 256 rows measured.  Returns the kernel, or METRALE_K_COUNT. */
+static metrale_kernel_id ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
+                                       uint32_t k) {
+  if (k < SPLITK_MIN_K || m > 256) return METRALE_K_COUNT;
   const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
-  for (int i = 2; i >= 0; i--) {
-    const metrale_kernel_id id = f->ws_split[i];
-    if (id == METRALE_K_COUNT || !o->k[id]) continue;
-    const uint64_t blocks = tiles * WS_SLICES[i];
-    if (blocks <= (WS_SLICES[i] == 2 ? sms : sms / 2) && 3u * blocks >= sms) return i;
+  for (int r = m <= 64 ? 1 : 0; r >= 0; r--) { /* 64-row tiles first where the rows fit them */
+    const uint64_t tiles = (uint64_t)CEIL_DIV(m, WS_ROWS[r]) * CEIL_DIV(n, 256);
+    for (int i = 2; i >= 0; i--) {
+      const metrale_kernel_id id = f->ws_split[r][i];
+      if (id == METRALE_K_COUNT || !o->k[id]) continue;
+      const uint64_t blocks = tiles * WS_SLICES[i];
+      if (blocks <= (WS_SLICES[i] == 2 ? sms : sms / 2) && 3u * blocks >= sms) return id;
+    }
   }
-  return -1;
+  return METRALE_K_COUNT;
 }
 
 /* 128x192 instead of 128x256 tiles where they take fewer columns of work in all: whole waves
@@ -172,8 +180,8 @@ static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, u
                                    uint32_t k) {
   if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
   if (n && k) {
-    const int si = ws_split_pick(o, f, m, n, k);
-    if (si >= 0) return f->ws_split[si];
+    const metrale_kernel_id id = ws_split_pick(o, f, m, n, k);
+    if (id != METRALE_K_COUNT) return id;
   }
   if (n && k && use_t128_splitk(o, f, m, n, k))
     return use_t128_splitk4(o, f, m, n) ? f->t128_splitk4 : f->t128_splitk;
@@ -262,11 +270,12 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
   if (id != f->gemv) {
     METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
     const int split128 = id == f->t128_splitk || id == f->t128_splitk4;
-    uint32_t ws_slices = id == f->ws || id == f->ws192 ? 1u : 0u;
-    for (int i = 0; i < 3; i++)
-      if (id == f->ws_split[i]) ws_slices = WS_SLICES[i];
+    uint32_t ws_slices = id == f->ws || id == f->ws192 ? 1u : 0u, ws_rows = 128;
+    for (int r = 0; r < 2; r++)
+      for (int i = 0; i < 3; i++)
+        if (id == f->ws_split[r][i]) ws_slices = WS_SLICES[i], ws_rows = WS_ROWS[r];
     const uint32_t tile = ws_slices || id == f->t128 || split128 ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws192 ? 192u : ws_slices ? 256u : tile), CEIL_DIV(m, tile),
+    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws192 ? 192u : ws_slices ? 256u : tile), CEIL_DIV(m, ws_slices ? ws_rows : tile),
                       id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices
                                                  : id == f->t128_splitk4 ? 4u : ws_slices ? ws_slices : 1u};
   }

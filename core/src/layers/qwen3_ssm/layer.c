@@ -105,7 +105,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_gemm_path(o, rows[0], d->H, nvdv), metrale_ops_gemm_path(o, rows[1], d->H, nvdv),
           metrale_ops_gemm_path(o, rows[2], d->H, nvdv), metrale_ops_gemm_path(o, rows[3], d->H, nvdv));
   static const metrale_kernel_id ws_split[] = {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_gemm_bf16_ws_splitk4,
-                                               METRALE_K_gemm_bf16_ws_splitk8};
+                                               METRALE_K_gemm_bf16_ws_splitk8, METRALE_K_gemm_f32in_ws64_splitk2,
+                                               METRALE_K_gemm_bf16_ws64_splitk8};
   int n_split = 0;
   fprintf(out, "  GEMMs of few 128x256 tiles, K split over a cluster:");
   for (size_t i = 0; i < sizeof ws_split / sizeof ws_split[0]; i++)
