@@ -59,6 +59,7 @@ for b in cuda hip vulkan; do
 done
 expect_success audit_cpu audit --backend cpu
 grep -q 'gdn          delta_rule_prefill   required  present' "$tmp/stdout" && ok || bad "audit --backend cpu lacks the kernel table"
+grep -q '^  hidden 2048, 16 key / 32 value heads of 128/128' "$tmp/stdout" && ok || bad "audit --backend cpu lacks the paths at the bench shape"
 expect_success demo demo --backend cpu
 grep -q 'demo: all checks passed' "$tmp/stdout" && ok || bad "demo did not pass its checks"
 expect_success bench_json bench --backend cpu --decode 1 --prefill 16 --samples 3 --warmup 1 --json

@@ -15,4 +15,7 @@ metrale_status bench_copy_bandwidth(metrale_device *dev, uint64_t bytes, double 
 /* bf16 GEMM rate of the backend's gemm_bf16 kernel at n x n x n, TFLOP/s. */
 metrale_status bench_gemm_rate(metrale_device *dev, uint32_t n, double *out_tflops);
 
+/* The Qwen3-Next-80B-A3B layer shape that bench times (and audit describes). */
+void bench_a3b_config(metrale_qwen3_config *c);
+
 #endif

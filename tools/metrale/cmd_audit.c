@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench.h"
 #include "cli.h"
 
 /* A small MoE layer shape, only to show which kernels the layer picks. */
@@ -60,6 +61,10 @@ static int audit_one(const char *name, int verbose) {
       printf("        paths the layer takes:\n");
       metrale_qwen3_ssm_layer_describe(layer, stdout);
       metrale_qwen3_ssm_layer_destroy(layer);
+      printf("        at the Qwen3-Next-80B-A3B shape (what `metrale bench` times):\n");
+      bench_a3b_config(&cfg);
+      s = metrale_qwen3_ssm_describe_shape(dev, &cfg, 0, stdout);
+      if (s) rc = cli_fail("audit", s);
     }
   }
   metrale_device_destroy(dev);

@@ -10,7 +10,7 @@
 #include "bench.h"
 #include "ops/ops.h"
 
-static void a3b_config(metrale_qwen3_config *c) {
+void bench_a3b_config(metrale_qwen3_config *c) {
   memset(c, 0, sizeof *c);
   c->family = METRALE_QWEN3_NEXT;
   c->hidden_size = 2048;
@@ -215,7 +215,7 @@ int cmd_bench(int argc, char **argv) {
   if (!s && opts[3].value) s = cli_parse_u32_list("--prefill", opts[3].value, pre, 16, &npre);
 
   metrale_qwen3_config cfg;
-  a3b_config(&cfg);
+  bench_a3b_config(&cfg);
   metrale_checkpoint *ckpt = NULL;
   uint32_t layer_index = 0;
   if (!s && opts[9].value && !opts[8].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--layer goes with --model");

@@ -65,6 +65,10 @@ int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *layer);
 void metrale_qwen3_ssm_layer_set_graphs(metrale_qwen3_ssm_layer *layer, int on);
 /* Prints which kernel each step uses (and which fallbacks were taken). */
 void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *layer, FILE *out);
+/* The same for the shape-dependent choices (projection kernels by batch, the decode and
+ * prefill kernels) of layer `layer_index` of `cfg` on `dev`, without creating the layer. */
+metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metrale_qwen3_config *cfg,
+                                                uint32_t layer_index, FILE *out);
 
 /* Prefill: S sequences packed in x [T, H] (bf16, or f32 for the mixer part), T = cu_seqlens[S]; sequence s
  * continues from state slot slots[s] (reset a slot first for a fresh sequence) and

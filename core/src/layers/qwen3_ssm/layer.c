@@ -85,25 +85,24 @@ void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *L) {
 uint64_t metrale_qwen3_ssm_layer_weight_bytes(const metrale_qwen3_ssm_layer *L) { return L->weight_bytes; }
 int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *L) { return L->moe; }
 
-void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *out) {
-  const qwen3_ssm_dims *d = &L->d;
-  const metrale_ops *o = &L->ops;
-  fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
-          L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
-          d->nv, d->dk, d->dv, d->K);
-  /* the kernels this layer's shapes take at decode batch 1, 8 and 256 and at a 4096-token prefill */
-  const uint32_t nvdv = d->nv * d->dv, rows[4] = {1, 8, 256, 4096};
-  fprintf(out, "  projections at decode 1 / decode 8 / decode 256 / prefill 4096:\n");
-  fprintf(out, "  in_proj (q|k|v at prefill):    gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
+/* The kernels the projections of these shapes take at decode batch 1, 8, 64 and 256 and at
+ * a 4096-token prefill. */
+static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, int moe, FILE *out) {
+  const uint32_t nvdv = d->nv * d->dv, rows[5] = {1, 8, 64, 256, 4096};
+  fprintf(out, "  projections at decode 1 / 8 / 64 / 256 / prefill 4096:\n");
+  fprintf(out, "  in_proj (q|k|v at prefill):    gemm.%s / gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
           metrale_ops_gemm_f32in_path(o, rows[0], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[1], d->P, d->H),
-          metrale_ops_gemm_f32in_path(o, rows[2], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[3], d->C, d->H));
-  if (L->moe)
-    fprintf(out, "  router logits:                 gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
+          metrale_ops_gemm_f32in_path(o, rows[2], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[3], d->P, d->H),
+          metrale_ops_gemm_f32in_path(o, rows[4], d->C, d->H));
+  if (moe)
+    fprintf(out, "  router logits:                 gemm.%s / gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
             metrale_ops_gemm_f32_path(o, rows[0], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[1], d->E + 1, d->H),
-            metrale_ops_gemm_f32_path(o, rows[2], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[3], d->E + 1, d->H));
-  fprintf(out, "  out_proj:                      gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
+            metrale_ops_gemm_f32_path(o, rows[2], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[3], d->E + 1, d->H),
+            metrale_ops_gemm_f32_path(o, rows[4], d->E + 1, d->H));
+  fprintf(out, "  out_proj:                      gemm.%s / gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
           metrale_ops_gemm_path(o, rows[0], d->H, nvdv), metrale_ops_gemm_path(o, rows[1], d->H, nvdv),
-          metrale_ops_gemm_path(o, rows[2], d->H, nvdv), metrale_ops_gemm_path(o, rows[3], d->H, nvdv));
+          metrale_ops_gemm_path(o, rows[2], d->H, nvdv), metrale_ops_gemm_path(o, rows[3], d->H, nvdv),
+          metrale_ops_gemm_path(o, rows[4], d->H, nvdv));
   static const metrale_kernel_id ws_split[] = {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_gemm_bf16_ws_splitk4,
                                                METRALE_K_gemm_bf16_ws_splitk8, METRALE_K_gemm_f32in_ws64_splitk2,
                                                METRALE_K_gemm_bf16_ws64_splitk8};
@@ -112,6 +111,40 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   for (size_t i = 0; i < sizeof ws_split / sizeof ws_split[0]; i++)
     if (o->k[ws_split[i]]) fprintf(out, " gemm.%s", metrale_kernel_info_get(ws_split[i])->name), n_split++;
   fprintf(out, "%s\n", n_split ? "" : " none in this backend (the kernels below instead)");
+}
+
+/* z at a 4096-token prefill */
+static void describe_z(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
+  const char *z_path = metrale_ops_gemm_z_path(o, 4096, d->nv * d->dv, d->H);
+  fprintf(out, "  z projection, prefill 4096:    gemm.%s%s\n", z_path,
+          strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
+}
+
+metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metrale_qwen3_config *cfg,
+                                                uint32_t layer_index, FILE *out) {
+  const int moe = metrale_config_layer_is_moe(cfg, layer_index);
+  qwen3_ssm_dims d;
+  METRALE_RETURN_IF_ERROR(derive_dims(cfg, layer_index, moe, &d));
+  metrale_ops ops;
+  METRALE_RETURN_IF_ERROR(metrale_ops_init(&ops, dev));
+  fprintf(out, "  hidden %u, %u key / %u value heads of %u/%u, conv %u, %s FFN\n", d.H, d.nk, d.nv, d.dk, d.dv,
+          d.K, moe ? "MoE" : "dense");
+  describe_projections(&ops, &d, moe, out);
+  describe_z(&ops, &d, out);
+  if (metrale_ops_has_gdn_decode_fused(&ops))
+    fprintf(out, "  decode, split .. gated norm:   one kernel: %s\n",
+            metrale_ops_gdn_decode_path(&ops, d.nk, d.nv, d.dk, d.dv));
+  fprintf(out, "  delta rule, prefill:           %s\n", metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv));
+  return METRALE_OK;
+}
+
+void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *out) {
+  const qwen3_ssm_dims *d = &L->d;
+  const metrale_ops *o = &L->ops;
+  fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
+          L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
+          d->nv, d->dk, d->dv, d->K);
+  describe_projections(o, d, L->moe, out);
   fprintf(out, "  bf16 GEMMs of 65+ rows, few 128x128 tiles: gemm.%s%s\n",
           metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk),
           o->k[METRALE_K_gemm_bf16_t128_splitk] && o->k[METRALE_K_gemm_bf16_t128_splitk4]
@@ -131,9 +164,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
     fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");
-  const char *z_path = metrale_ops_gemm_z_path(o, rows[2], nvdv, d->H);
-  fprintf(out, "  z projection, prefill 4096:    gemm.%s%s\n", z_path,
-          strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
+  describe_z(o, d, out);
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(o));
