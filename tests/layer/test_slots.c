@@ -90,6 +90,29 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
+/* Decode batches wide and deep enough for the projections' split-K and narrow tiles (on CUDA
+ * sm_90a with 132 SMs, as for the 80B-A3B mixer: in_proj 9280 x 2048, out_proj 2048 x 2560;
+ * batch 8: both on 64x256 tiles with K in 2 / 8 slices, batch 100: 128x256 tiles with K in 2 /
+ * 8, batch 200: in_proj on 128x192 tiles, out_proj with K in 4 (the test prints the paths); the
+ * prefills of the same tokens take other kernels) agree with prefill and with a split,
+ * sequence by sequence and in the states.  dv 80 keeps 200 slots at 1.3 MB each. */
+Test(modes, decode_batches_on_split_tiles_equal_prefill, .timeout = 900) {
+  metrale_device *dev = lt_open_device();
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  cfg.hidden_size = 2048;
+  cfg.nk = 16, cfg.nv = 32, cfg.dk = 128, cfg.dv = 80;
+  static const uint32_t batches[] = {8, 100, 200};
+  static uint32_t lens[200];
+  for (uint32_t i = 0; i < 200; i++) lens[i] = 2;
+  float *x = random_x(400ull * cfg.hidden_size, 31);
+  CHECK(metrale_qwen3_ssm_describe_shape(dev, &cfg, 0, stderr)); /* which kernels the batches take */
+  for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
+    expect_modes_agree(dev, &cfg, 13, METRALE_PART_MIXER, x, lens, batches[b], 1);
+  free(x);
+  metrale_device_destroy(dev);
+}
+
 Test(modes, batch_equals_each_sequence_alone) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;

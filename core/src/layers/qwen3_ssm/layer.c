@@ -110,7 +110,7 @@ static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, 
   fprintf(out, "  GEMMs of few 128x256 tiles, K split over a cluster:");
   for (size_t i = 0; i < sizeof ws_split / sizeof ws_split[0]; i++)
     if (o->k[ws_split[i]]) fprintf(out, " gemm.%s", metrale_kernel_info_get(ws_split[i])->name), n_split++;
-  fprintf(out, "%s\n", n_split ? "" : " none in this backend (the kernels below instead)");
+  fprintf(out, "%s\n", n_split ? "" : " none in this backend");
 }
 
 /* z at a 4096-token prefill */
