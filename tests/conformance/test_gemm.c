@@ -121,6 +121,11 @@ static void run_gemm_x(metrale_kernel_id id, const mnk *shapes, size_t nshapes, 
   run_gemm_xz(id, shapes, nshapes, out_f32, in_f32, tile, 1);
 }
 
+/* the ws split-K forms: BM x 256 tiles, K in `slices`; f32: x (and y) f32 */
+static void run_ws_split(metrale_kernel_id id, int f32, uint32_t rows, uint32_t slices) {
+  run_gemm_grid(id, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0], f32, f32, rows, 256, slices);
+}
+
 static void run_gemm(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32, int gemv) {
   run_gemm_x(id, shapes, nshapes, out_f32, 0, gemv ? 0u : 64u);
 }
@@ -187,30 +192,15 @@ Test(gemm, gemm_f32in_ws192) {
   run_gemm_grid(METRALE_K_gemm_f32in_ws192, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 1, 128, 192, 1);
 }
 
-Test(gemm, gemm_bf16_ws_splitk4) {
-  run_gemm_grid(METRALE_K_gemm_bf16_ws_splitk4, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
-                0, 0, 128, 256, 4);
-}
+Test(gemm, gemm_bf16_ws_splitk4) { run_ws_split(METRALE_K_gemm_bf16_ws_splitk4, 0, 128, 4); }
 
-Test(gemm, gemm_bf16_ws_splitk8) {
-  run_gemm_grid(METRALE_K_gemm_bf16_ws_splitk8, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
-                0, 0, 128, 256, 8);
-}
+Test(gemm, gemm_bf16_ws_splitk8) { run_ws_split(METRALE_K_gemm_bf16_ws_splitk8, 0, 128, 8); }
 
-Test(gemm, gemm_f32in_ws_splitk2) {
-  run_gemm_grid(METRALE_K_gemm_f32in_ws_splitk2, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
-                1, 1, 128, 256, 2);
-}
+Test(gemm, gemm_f32in_ws_splitk2) { run_ws_split(METRALE_K_gemm_f32in_ws_splitk2, 1, 128, 2); }
 
-Test(gemm, gemm_bf16_ws64_splitk8) {
-  run_gemm_grid(METRALE_K_gemm_bf16_ws64_splitk8, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
-                0, 0, 64, 256, 8);
-}
+Test(gemm, gemm_bf16_ws64_splitk8) { run_ws_split(METRALE_K_gemm_bf16_ws64_splitk8, 0, 64, 8); }
 
-Test(gemm, gemm_f32in_ws64_splitk2) {
-  run_gemm_grid(METRALE_K_gemm_f32in_ws64_splitk2, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
-                1, 1, 64, 256, 2);
-}
+Test(gemm, gemm_f32in_ws64_splitk2) { run_ws_split(METRALE_K_gemm_f32in_ws64_splitk2, 1, 64, 2); }
 
 Test(gemm, gemm_bf16_splitk) {
   run_gemm_xz(METRALE_K_gemm_bf16_splitk, splitk_shapes, sizeof splitk_shapes / sizeof splitk_shapes[0], 0, 0,
