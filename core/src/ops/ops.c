@@ -43,9 +43,10 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by up to nine kernels: a gemv for decode (M <= 4), warp-
- * specialised 128x256 tiles with K split over a cluster when there are few of them (decode
- * batches), whole-K 128x256 or 128x128 tiles when there are enough of them to fill the GPU,
+/* One GEMM contract served by a family of kernels: a gemv for decode (M <= 4), warp-
+ * specialised 128x256 or 64x256 tiles with K split over a cluster when there are few of them
+ * (decode batches), whole-K 128x256 (or 128x192) or 128x128 tiles when there are enough of
+ * them to fill the GPU,
  * 128x128 tiles with K split over a cluster for a few hundred rows, 64x64 tiles with K split
  * in 4 when there are few of them, and the 64x64-tile kernel. */
 typedef struct gemm_family {
@@ -275,7 +276,8 @@ static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_s
       for (int i = 0; i < 3; i++)
         if (id == f->ws_split[r][i]) ws_slices = WS_SLICES[i], ws_rows = WS_ROWS[r];
     const uint32_t tile = ws_slices || id == f->t128 || split128 ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws192 ? 192u : ws_slices ? 256u : tile), CEIL_DIV(m, ws_slices ? ws_rows : tile),
+    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws192 ? 192u : ws_slices ? 256u : tile),
+                      CEIL_DIV(m, ws_slices ? ws_rows : tile),
                       id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices
                                                  : id == f->t128_splitk4 ? 4u : ws_slices ? ws_slices : 1u};
   }
