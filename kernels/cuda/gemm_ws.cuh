@@ -1,16 +1,18 @@
 /* The sm_90a warp-specialised tile of gemm.cu (kernels.def gemm_bf16_ws, gemm_f32in_ws and
- * their split and 192-column forms): 128 x BN outputs a block (BN = 256, or 192 where 256-wide
- * tiles would leave SMs idle), one block an SM, 384 threads.
+ * their split-K, 192-column and 64-row forms): BM x BN outputs a block (128 x 256; 128 x 192
+ * where 256-wide tiles would leave SMs idle; 64 x 256 for up to 64 rows), one block an SM, 384
+ * threads.
  *
- *   warpgroup 0 (producer, 56 registers a thread): one thread copies k step kt of x [128
- *     rows] and w [256 rows] into ring stage kt % STAGES with two TMA copies once the
+ *   warpgroup 0 (producer, 56 registers a thread): one thread copies k step kt of x [BM
+ *     rows] and w [BN rows] into ring stage kt % STAGES with two TMA copies once the
  *     consumers have released it (mbarrier empty); the copies complete the stage's full
  *     mbarrier when they have landed.  The tensor maps are made at the block's start from
  *     the backend's templates (tma_templates.h); rows that TMA cannot describe (K not a
  *     multiple of 16 bytes, unaligned bases) go through element loads by all 128 threads;
- *   warpgroups 1, 2 (consumers, 224 registers): rows 0-63 and 64-127 of the tile,
- *     m64n256k16 MMAs; each keeps one k step of MMAs in flight (wgmma.wait_group 1) and
- *     releases a stage as soon as the MMAs that read it are done.
+ *   warpgroups 1, 2 (consumers, 224 registers): rows 0-63 and 64-127 of the tile (m64nBNk16
+ *     MMAs), or at BM = 64 all rows and column halves (m64n128k16; part_of); each keeps one
+ *     k step of MMAs in flight (wgmma.wait_group 1) and releases a stage as soon as the MMAs
+ *     that read it are done.
  *
  * Why (docs/perf-gemm.md, "Warp-specialised 128x256 tiles"): the 128x128 tile of
  * gemm_wgmma.cuh pays a block barrier, a proxy fence and a full MMA drain every k step;
@@ -30,8 +32,6 @@ using sm90::wgmma_commit;
 using sm90::wgmma_fence;
 using sm90::wgmma_wait;
 using wg::desc64;
-
-/* wgmma m64nBNk16 (sm90a.cuh), BN / 2 accumulators a thread */
 
 /* The registers of this warpgroup's threads: fewer for the producer, more for the
  * consumers' 128 accumulators (the block's 64 K registers shared out again). */
