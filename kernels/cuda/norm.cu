@@ -17,6 +17,14 @@ __device__ __forceinline__ float inv_rms(float ss, unsigned n, float eps, float 
 }  // namespace
 
 namespace {
+/* Rows of up to kHeld * kBlock elements (the layer's hidden sizes) are read once into
+ * registers, every load of a thread issued before the sum uses any: a decode step's norms are
+ * one or a few rows, so a block's strided loop of dependent round trips was the whole kernel
+ * (7-9 us for one row of 2048 on the H200, docs/perf-decode.md).  Each thread still sums its
+ * elements i, i + kBlock, ... in that order, as the loop below does, so both give the same
+ * bits. */
+constexpr unsigned kHeld = 8;
+
 /* rmsnorm with (1 + w); Y is bf16 (rounded) or float (the mixer's f32 input). */
 template <typename Y>
 __device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__restrict__ x,
@@ -25,19 +33,38 @@ __device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__res
   __shared__ float red[kBlock];
   if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
   const size_t off = (size_t)blockIdx.x * n; /* row [n] */
+  auto store = [&](unsigned i, float v) {
+    if constexpr (sizeof(Y) == sizeof(float))
+      y[off + i] = v;
+    else
+      y[off + i] = f32_to_bf16(v);
+  };
   float ss = 0.0f;
+  if (n <= kHeld * kBlock) {
+    float v[kHeld], g[kHeld]; /* the row and its weights (1 + w), all loads issued first */
+#pragma unroll
+    for (unsigned j = 0; j < kHeld; j++) {
+      const unsigned i = threadIdx.x + j * kBlock;
+      v[j] = i < n ? bf16_to_f32(x[off + i]) : 0.0f;
+      g[j] = i < n ? 1.0f + bf16_to_f32(w[i]) : 0.0f;
+    }
+#pragma unroll
+    for (unsigned j = 0; j < kHeld; j++) ss += v[j] * v[j]; /* + 0 past n: the same bits */
+    const float inv = inv_rms(ss, n, eps, red);
+#pragma unroll
+    for (unsigned j = 0; j < kHeld; j++) {
+      const unsigned i = threadIdx.x + j * kBlock;
+      if (i < n) store(i, v[j] * inv * g[j]);
+    }
+    return;
+  }
   for (unsigned i = threadIdx.x; i < n; i += kBlock) {
     float v = bf16_to_f32(x[off + i]);
     ss += v * v;
   }
   float inv = inv_rms(ss, n, eps, red);
-  for (unsigned i = threadIdx.x; i < n; i += kBlock) {
-    const float v = bf16_to_f32(x[off + i]) * inv * (1.0f + bf16_to_f32(w[i]));
-    if constexpr (sizeof(Y) == sizeof(float))
-      y[off + i] = v;
-    else
-      y[off + i] = f32_to_bf16(v);
-  }
+  for (unsigned i = threadIdx.x; i < n; i += kBlock)
+    store(i, bf16_to_f32(x[off + i]) * inv * (1.0f + bf16_to_f32(w[i])));
 }
 }  // namespace
 
@@ -58,18 +85,39 @@ MK_KERNEL(add_rmsnorm)(bf16 *__restrict__ h, bf16 *__restrict__ y, const bf16 *_
   __shared__ float red[kBlock];
   if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
   const size_t off = (size_t)blockIdx.x * n;
+  /* the norm reads the rounded sum, exactly as add followed by rmsnorm would */
+  auto sum_ab = [&](unsigned i) { return round_bf16(bf16_to_f32(a[off + i]) + bf16_to_f32(b[off + i])); };
   float ss = 0.0f;
+  if (n <= kHeld * kBlock) { /* held in registers, as rmsnorm_row */
+    float v[kHeld], g[kHeld];
+#pragma unroll
+    for (unsigned j = 0; j < kHeld; j++) {
+      const unsigned i = threadIdx.x + j * kBlock;
+      v[j] = i < n ? sum_ab(i) : 0.0f;
+      g[j] = i < n ? 1.0f + bf16_to_f32(w[i]) : 0.0f;
+    }
+#pragma unroll
+    for (unsigned j = 0; j < kHeld; j++) {
+      const unsigned i = threadIdx.x + j * kBlock;
+      if (i < n) h[off + i] = f32_to_bf16(v[j]);
+      ss += v[j] * v[j];
+    }
+    const float inv = inv_rms(ss, n, eps, red);
+#pragma unroll
+    for (unsigned j = 0; j < kHeld; j++) {
+      const unsigned i = threadIdx.x + j * kBlock;
+      if (i < n) y[off + i] = f32_to_bf16(v[j] * inv * g[j]);
+    }
+    return;
+  }
   for (unsigned i = threadIdx.x; i < n; i += kBlock) {
-    /* the norm reads the rounded sum, exactly as add followed by rmsnorm would */
-    float v = round_bf16(bf16_to_f32(a[off + i]) + bf16_to_f32(b[off + i]));
+    const float v = sum_ab(i);
     h[off + i] = f32_to_bf16(v);
     ss += v * v;
   }
   float inv = inv_rms(ss, n, eps, red);
-  for (unsigned i = threadIdx.x; i < n; i += kBlock) {
-    float v = round_bf16(bf16_to_f32(a[off + i]) + bf16_to_f32(b[off + i]));
-    y[off + i] = f32_to_bf16(v * inv * (1.0f + bf16_to_f32(w[i])));
-  }
+  for (unsigned i = threadIdx.x; i < n; i += kBlock)
+    y[off + i] = f32_to_bf16(sum_ab(i) * inv * (1.0f + bf16_to_f32(w[i])));
 }
 MK_CHECK(add_rmsnorm, norm);
 

@@ -6,7 +6,7 @@
 
 static const struct {
   uint32_t rows, n;
-} shapes[] = {{1, 1}, {3, 7}, {5, 129}, {2, 1000}, {17, 64}};
+} shapes[] = {{1, 1}, {3, 7}, {5, 129}, {2, 1000}, {17, 64}, {1, 2048}, {2, 2049}};
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
 static const float eps = 1e-6f;
