@@ -8,13 +8,16 @@
  * 241 -> 83 at 16; 1, 2 and 4 stay on the gemv (docs/perf-decode.md section 14). */
 #define GEMV_MAX_M 4u
 
+/* Whether a family names kernel id (METRALE_K_COUNT: none) and the backend has it. */
+static int has_kernel(const metrale_ops *o, metrale_kernel_id id) { return id != METRALE_K_COUNT && o->k[id]; }
+
 /* The 128x128-tile gemm kernels, where present, beat the 64x64 ones once there are about
  * as many 128x128 tiles as an H200 has SMs (132; docs/perf-gemm.md) and the output is at
  * least one tile wide (the prefill's b and a projections, 32 columns each, took 65 us on
  * 128-wide tiles).  n = 0: unknown (the path report), taken as wide. */
 static int use_t128(const metrale_ops *o, metrale_kernel_id id, uint32_t m, uint32_t n) {
   const uint64_t cols = n ? CEIL_DIV(n, 128) : 128;
-  return o->k[id] && (n == 0 || n >= 128) && (uint64_t)CEIL_DIV(m, 128) * cols >= 128;
+  return has_kernel(o, id) && (n == 0 || n >= 128) && (uint64_t)CEIL_DIV(m, 128) * cols >= 128;
 }
 
 /* Launches kernel `id` with the given grid and argument list. */
@@ -59,6 +62,13 @@ typedef struct gemm_family {
 } gemm_family;
 static const uint32_t WS_SLICES[3] = {2, 4, 8}, WS_ROWS[2] = {128, 64};
 
+/* A family member chosen for a GEMM and the tile it computes: bm x bn outputs a block (bm = 0:
+ * the gemv, a block per 8 columns), K in `slices` (grid.z). */
+typedef struct gemm_plan {
+  metrale_kernel_id id;
+  uint32_t bm, bn, slices;
+} gemm_plan;
+
 static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_ws,
                                       METRALE_K_gemm_bf16_t128,     METRALE_K_gemm_bf16_t128_splitk,
                                       METRALE_K_gemm_bf16_splitk,   METRALE_K_gemm_bf16,
@@ -93,7 +103,7 @@ static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K
  * SMs: in_proj at decode batch 256 makes 98 of them on the H200's 132 SMs (docs/perf-gemm.md).
  * n = 0 (unknown) taken as wide. */
 static int use_ws(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
-  if (f->ws == METRALE_K_COUNT || !o->k[f->ws] || (n && n < 256)) return 0;
+  if (!has_kernel(o, f->ws) || (n && n < 256)) return 0;
   const uint64_t cols = n ? CEIL_DIV(n, 256) : 64;
   return 2u * (uint64_t)CEIL_DIV(m, 128) * cols >= metrale_device_backend(o->dev)->caps.sm_count;
 }
@@ -103,8 +113,7 @@ static int use_ws(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32
  * on this.  f32 x has no such kernel: in_proj at batch 256 (194 tiles, 4 slices) took 94 us
  * against 77.7 on whole-K tiles (docs/perf-gemm.md). */
 static int use_t128_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  if (f->t128_splitk == METRALE_K_COUNT || !o->k[f->t128_splitk] || m <= 64 || n < 128 || k < 1024)
-    return 0;
+  if (!has_kernel(o, f->t128_splitk) || m <= 64 || n < 128 || k < 1024) return 0;
   const uint64_t blocks = (uint64_t)CEIL_DIV(m, 128) * CEIL_DIV(n, 128) * f->t128_slices;
   return blocks <= 6u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
 }
@@ -114,7 +123,7 @@ static int use_t128_splitk(const metrale_ops *o, const gemm_family *f, uint32_t 
  * the SMs' block slots usable for clusters of 8 (the H200 holds 30 of them, 240 blocks, on
  * 132 SMs), so out_proj at decode batch 256, 32 tiles, ran 256 blocks in two waves. */
 static int use_t128_splitk4(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
-  if (f->t128_splitk4 == METRALE_K_COUNT || !o->k[f->t128_splitk4]) return 0;
+  if (!has_kernel(o, f->t128_splitk4)) return 0;
   const uint64_t tiles = (uint64_t)CEIL_DIV(m, 128) * CEIL_DIV(n, 128);
   const uint64_t slots = 2u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count * 9u / 10u;
   return tiles * f->t128_slices > slots && tiles * 4u <= slots;
@@ -130,7 +139,7 @@ static int use_t128_splitk4(const metrale_ops *o, const gemm_family *f, uint32_t
 #define SPLITK_MIN_K 1024u
 
 static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  return f->splitk != METRALE_K_COUNT && o->k[f->splitk] && n && k >= SPLITK_MIN_K &&
+  return has_kernel(o, f->splitk) && n && k >= SPLITK_MIN_K &&
          (uint64_t)CEIL_DIV(m, 64) * CEIL_DIV(n, 64) <= SPLITK_MAX_TILES;
 }
 
@@ -147,28 +156,28 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
  * so the slices must also fill a third of the SMs.  Up to 64 rows, 64x256 tiles first (the
  * 128-row ones run half their MMAs on absent rows).  Only the forms that won there exist
  * (f32 x in 2 slices, bf16 x in 4 or 8; on 64-row tiles f32 x in 2, bf16 x in 8), and only
- * up to the 256 rows measured.  Returns the kernel, or METRALE_K_COUNT. */
-static metrale_kernel_id ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
-                                       uint32_t k) {
-  if (k < SPLITK_MIN_K || m > 256) return METRALE_K_COUNT;
+ * up to the 256 rows measured.  Returns the plan, or one with METRALE_K_COUNT. */
+static gemm_plan ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
+  const gemm_plan none = {METRALE_K_COUNT, 0, 0, 0};
+  if (k < SPLITK_MIN_K || m > 256) return none;
   const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
   for (int r = m <= 64 ? 1 : 0; r >= 0; r--) { /* 64-row tiles first where the rows fit them */
     const uint64_t tiles = (uint64_t)CEIL_DIV(m, WS_ROWS[r]) * CEIL_DIV(n, 256);
     for (int i = 2; i >= 0; i--) {
-      const metrale_kernel_id id = f->ws_split[r][i];
-      if (id == METRALE_K_COUNT || !o->k[id]) continue;
+      if (!has_kernel(o, f->ws_split[r][i])) continue;
       const uint64_t blocks = tiles * WS_SLICES[i];
-      if (blocks <= (WS_SLICES[i] == 2 ? sms : sms / 2) && 3u * blocks >= sms) return id;
+      if (blocks <= (WS_SLICES[i] == 2 ? sms : sms / 2) && 3u * blocks >= sms)
+        return (gemm_plan){f->ws_split[r][i], WS_ROWS[r], 256, WS_SLICES[i]};
     }
   }
-  return METRALE_K_COUNT;
+  return none;
 }
 
 /* 128x192 instead of 128x256 tiles where they take fewer columns of work in all: whole waves
  * of tiles times the tile's width (up to the 256 rows measured: in_proj at decode 192 / 256,
  * 98 tiles of 256 in one wave with 34 of 132 SMs idle, 130 of 192; docs/perf-gemm.md). */
 static int use_ws192(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n) {
-  if (f->ws192 == METRALE_K_COUNT || !o->k[f->ws192] || !n || m > 256) return 0;
+  if (!has_kernel(o, f->ws192) || !n || m > 256) return 0;
   const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count, rows = CEIL_DIV(m, 128);
   const uint64_t w256 = (rows * CEIL_DIV(n, 256) + sms - 1) / sms * 256u;
   const uint64_t w192 = (rows * CEIL_DIV(n, 192) + sms - 1) / sms * 192u;
@@ -176,24 +185,26 @@ static int use_ws192(const metrale_ops *o, const gemm_family *f, uint32_t m, uin
 }
 
 /* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
- * split) runs on. */
-static metrale_kernel_id gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n,
-                                   uint32_t k) {
-  if (m <= GEMV_MAX_M && o->k[f->gemv]) return f->gemv;
+ * split) runs on, and its launch shape (kernels.def): grid (ceil(N/bn), ceil(M/bm), slices);
+ * bm = 0 for the gemv's grid (ceil(N/8)). */
+static gemm_plan gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
+  if (m <= GEMV_MAX_M && o->k[f->gemv]) return (gemm_plan){f->gemv, 0, 8, 1};
   if (n && k) {
-    const metrale_kernel_id id = ws_split_pick(o, f, m, n, k);
-    if (id != METRALE_K_COUNT) return id;
+    const gemm_plan p = ws_split_pick(o, f, m, n, k);
+    if (p.id != METRALE_K_COUNT) return p;
   }
   if (n && k && use_t128_splitk(o, f, m, n, k))
-    return use_t128_splitk4(o, f, m, n) ? f->t128_splitk4 : f->t128_splitk;
-  if (use_ws(o, f, m, n)) return use_ws192(o, f, m, n) ? f->ws192 : f->ws;
-  if (f->t128 != METRALE_K_COUNT && use_t128(o, f->t128, m, n)) return f->t128;
-  if (use_splitk(o, f, m, n, k)) return f->splitk;
-  return f->tile;
+    return use_t128_splitk4(o, f, m, n) ? (gemm_plan){f->t128_splitk4, 128, 128, 4}
+                                        : (gemm_plan){f->t128_splitk, 128, 128, f->t128_slices};
+  if (use_ws(o, f, m, n))
+    return use_ws192(o, f, m, n) ? (gemm_plan){f->ws192, 128, 192, 1} : (gemm_plan){f->ws, 128, 256, 1};
+  if (use_t128(o, f->t128, m, n)) return (gemm_plan){f->t128, 128, 128, 1};
+  if (use_splitk(o, f, m, n, k)) return (gemm_plan){f->splitk, 64, 64, SPLITK};
+  return (gemm_plan){f->tile, 64, 64, 1};
 }
 
 static const char *gemm_name(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  return metrale_kernel_info_get(gemm_pick(o, f, m, n, k))->name;
+  return metrale_kernel_info_get(gemm_pick(o, f, m, n, k).id)->name;
 }
 
 const char *metrale_ops_gemm_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
@@ -263,26 +274,13 @@ static metrale_status check_gemm_grid(uint32_t m) {
   return METRALE_OK;
 }
 
-/* grid per kernel shape (kernels.def): gemv ceil(N/8); tiles (ceil(N/T), ceil(M/T)) */
 static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_stream st, gpu_ptr y,
                                gpu_ptr x, gpu_ptr w, uint32_t m, uint32_t n, uint32_t k) {
-  const metrale_kernel_id id = gemm_pick(o, f, m, n, k);
-  gpu_dim3 grid = {CEIL_DIV(n, 8), 1, 1};
-  if (id != f->gemv) {
-    METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-    const int split128 = id == f->t128_splitk || id == f->t128_splitk4;
-    uint32_t ws_slices = id == f->ws || id == f->ws192 ? 1u : 0u, ws_rows = 128;
-    for (int r = 0; r < 2; r++)
-      for (int i = 0; i < 3; i++)
-        if (id == f->ws_split[r][i]) ws_slices = WS_SLICES[i], ws_rows = WS_ROWS[r];
-    const uint32_t tile = ws_slices || id == f->t128 || split128 ? 128u : 64u;
-    grid = (gpu_dim3){CEIL_DIV(n, id == f->ws192 ? 192u : ws_slices ? 256u : tile),
-                      CEIL_DIV(m, ws_slices ? ws_rows : tile),
-                      id == f->splitk ? SPLITK : id == f->t128_splitk ? f->t128_slices
-                                                 : id == f->t128_splitk4 ? 4u : ws_slices ? ws_slices : 1u};
-  }
+  const gemm_plan p = gemm_pick(o, f, m, n, k);
+  if (p.bm) METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
+  const gpu_dim3 grid = {CEIL_DIV(n, p.bn), p.bm ? CEIL_DIV(m, p.bm) : 1u, p.slices};
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
-  return metrale_launch(o->dev, id, o->k[id], grid, st, args, 6);
+  return metrale_launch(o->dev, p.id, o->k[p.id], grid, st, args, 6);
 }
 
 metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
