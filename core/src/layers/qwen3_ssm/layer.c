@@ -85,24 +85,26 @@ void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *L) {
 uint64_t metrale_qwen3_ssm_layer_weight_bytes(const metrale_qwen3_ssm_layer *L) { return L->weight_bytes; }
 int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *L) { return L->moe; }
 
-/* The kernels the projections of these shapes take at decode batch 1, 8, 64 and 256 and at
- * a 4096-token prefill. */
+typedef const char *(*gemm_path_fn)(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k);
+
+/* One projection's kernels at decode batch 1, 8, 64 and 256 (n columns) and at a 4096-token
+ * prefill (n_prefill columns), k deep. */
+static void describe_gemm(FILE *out, const char *label, gemm_path_fn path, const metrale_ops *o, uint32_t n,
+                          uint32_t n_prefill, uint32_t k) {
+  static const uint32_t rows[] = {1, 8, 64, 256, 4096};
+  fprintf(out, "  %-31s", label);
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    fprintf(out, "%sgemm.%s", i ? " / " : "", path(o, rows[i], rows[i] == 4096 ? n_prefill : n, k));
+  fputc('\n', out);
+}
+
+/* The kernels the projections of these shapes take. */
 static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, int moe, FILE *out) {
-  const uint32_t nvdv = d->nv * d->dv, rows[5] = {1, 8, 64, 256, 4096};
+  const uint32_t nvdv = d->nv * d->dv;
   fprintf(out, "  projections at decode 1 / 8 / 64 / 256 / prefill 4096:\n");
-  fprintf(out, "  in_proj (q|k|v at prefill):    gemm.%s / gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
-          metrale_ops_gemm_f32in_path(o, rows[0], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[1], d->P, d->H),
-          metrale_ops_gemm_f32in_path(o, rows[2], d->P, d->H), metrale_ops_gemm_f32in_path(o, rows[3], d->P, d->H),
-          metrale_ops_gemm_f32in_path(o, rows[4], d->C, d->H));
-  if (moe)
-    fprintf(out, "  router logits:                 gemm.%s / gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
-            metrale_ops_gemm_f32_path(o, rows[0], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[1], d->E + 1, d->H),
-            metrale_ops_gemm_f32_path(o, rows[2], d->E + 1, d->H), metrale_ops_gemm_f32_path(o, rows[3], d->E + 1, d->H),
-            metrale_ops_gemm_f32_path(o, rows[4], d->E + 1, d->H));
-  fprintf(out, "  out_proj:                      gemm.%s / gemm.%s / gemm.%s / gemm.%s / gemm.%s\n",
-          metrale_ops_gemm_path(o, rows[0], d->H, nvdv), metrale_ops_gemm_path(o, rows[1], d->H, nvdv),
-          metrale_ops_gemm_path(o, rows[2], d->H, nvdv), metrale_ops_gemm_path(o, rows[3], d->H, nvdv),
-          metrale_ops_gemm_path(o, rows[4], d->H, nvdv));
+  describe_gemm(out, "in_proj (q|k|v at prefill):", metrale_ops_gemm_f32in_path, o, d->P, d->C, d->H);
+  if (moe) describe_gemm(out, "router logits:", metrale_ops_gemm_f32_path, o, d->E + 1, d->E + 1, d->H);
+  describe_gemm(out, "out_proj:", metrale_ops_gemm_path, o, d->H, d->H, nvdv);
   static const metrale_kernel_id ws_split[] = {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_gemm_bf16_ws_splitk4,
                                                METRALE_K_gemm_bf16_ws_splitk8, METRALE_K_gemm_f32in_ws64_splitk2,
                                                METRALE_K_gemm_bf16_ws64_splitk8};
