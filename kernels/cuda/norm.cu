@@ -25,31 +25,26 @@ namespace {
  * bits. */
 constexpr unsigned kHeld = 8;
 
-/* rmsnorm with (1 + w); Y is bf16 (rounded) or float (the mixer's f32 input). */
-template <typename Y>
-__device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__restrict__ x,
-                                            const bf16 *__restrict__ w, unsigned rows, unsigned n,
-                                            float eps) {
-  __shared__ float red[kBlock];
-  if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
-  const size_t off = (size_t)blockIdx.x * n; /* row [n] */
-  auto store = [&](unsigned i, float v) {
-    if constexpr (sizeof(Y) == sizeof(float))
-      y[off + i] = v;
-    else
-      y[off + i] = f32_to_bf16(v);
-  };
+/* One row of an rmsnorm with (1 + w): v = load(i) for i < n, keep(i, v) once each (before
+ * the sum), then store(i, v * inv * (1 + w[i])) with inv = 1 / rms(v). */
+template <typename Load, typename Keep, typename Store>
+__device__ __forceinline__ void rms_row(const bf16 *__restrict__ w, unsigned n, float eps, float *red, Load load,
+                                        Keep keep, Store store) {
   float ss = 0.0f;
   if (n <= kHeld * kBlock) {
     float v[kHeld], g[kHeld]; /* the row and its weights (1 + w), all loads issued first */
 #pragma unroll
     for (unsigned j = 0; j < kHeld; j++) {
       const unsigned i = threadIdx.x + j * kBlock;
-      v[j] = i < n ? bf16_to_f32(x[off + i]) : 0.0f;
+      v[j] = i < n ? load(i) : 0.0f;
       g[j] = i < n ? 1.0f + bf16_to_f32(w[i]) : 0.0f;
     }
 #pragma unroll
-    for (unsigned j = 0; j < kHeld; j++) ss += v[j] * v[j]; /* + 0 past n: the same bits */
+    for (unsigned j = 0; j < kHeld; j++) {
+      const unsigned i = threadIdx.x + j * kBlock;
+      if (i < n) keep(i, v[j]);
+      ss += v[j] * v[j]; /* + 0 past n: the same bits */
+    }
     const float inv = inv_rms(ss, n, eps, red);
 #pragma unroll
     for (unsigned j = 0; j < kHeld; j++) {
@@ -59,12 +54,30 @@ __device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__res
     return;
   }
   for (unsigned i = threadIdx.x; i < n; i += kBlock) {
-    float v = bf16_to_f32(x[off + i]);
+    const float v = load(i);
+    keep(i, v);
     ss += v * v;
   }
-  float inv = inv_rms(ss, n, eps, red);
-  for (unsigned i = threadIdx.x; i < n; i += kBlock)
-    store(i, bf16_to_f32(x[off + i]) * inv * (1.0f + bf16_to_f32(w[i])));
+  const float inv = inv_rms(ss, n, eps, red);
+  for (unsigned i = threadIdx.x; i < n; i += kBlock) store(i, load(i) * inv * (1.0f + bf16_to_f32(w[i])));
+}
+
+/* rmsnorm with (1 + w); Y is bf16 (rounded) or float (the mixer's f32 input). */
+template <typename Y>
+__device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__restrict__ x,
+                                            const bf16 *__restrict__ w, unsigned rows, unsigned n,
+                                            float eps) {
+  __shared__ float red[kBlock];
+  if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
+  const size_t off = (size_t)blockIdx.x * n; /* row [n] */
+  rms_row(
+      w, n, eps, red, [&](unsigned i) { return bf16_to_f32(x[off + i]); }, [](unsigned, float) {},
+      [&](unsigned i, float v) {
+        if constexpr (sizeof(Y) == sizeof(float))
+          y[off + i] = v;
+        else
+          y[off + i] = f32_to_bf16(v);
+      });
 }
 }  // namespace
 
@@ -85,39 +98,12 @@ MK_KERNEL(add_rmsnorm)(bf16 *__restrict__ h, bf16 *__restrict__ y, const bf16 *_
   __shared__ float red[kBlock];
   if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
   const size_t off = (size_t)blockIdx.x * n;
-  /* the norm reads the rounded sum, exactly as add followed by rmsnorm would */
-  auto sum_ab = [&](unsigned i) { return round_bf16(bf16_to_f32(a[off + i]) + bf16_to_f32(b[off + i])); };
-  float ss = 0.0f;
-  if (n <= kHeld * kBlock) { /* held in registers, as rmsnorm_row */
-    float v[kHeld], g[kHeld];
-#pragma unroll
-    for (unsigned j = 0; j < kHeld; j++) {
-      const unsigned i = threadIdx.x + j * kBlock;
-      v[j] = i < n ? sum_ab(i) : 0.0f;
-      g[j] = i < n ? 1.0f + bf16_to_f32(w[i]) : 0.0f;
-    }
-#pragma unroll
-    for (unsigned j = 0; j < kHeld; j++) {
-      const unsigned i = threadIdx.x + j * kBlock;
-      if (i < n) h[off + i] = f32_to_bf16(v[j]);
-      ss += v[j] * v[j];
-    }
-    const float inv = inv_rms(ss, n, eps, red);
-#pragma unroll
-    for (unsigned j = 0; j < kHeld; j++) {
-      const unsigned i = threadIdx.x + j * kBlock;
-      if (i < n) y[off + i] = f32_to_bf16(v[j] * inv * g[j]);
-    }
-    return;
-  }
-  for (unsigned i = threadIdx.x; i < n; i += kBlock) {
-    const float v = sum_ab(i);
-    h[off + i] = f32_to_bf16(v);
-    ss += v * v;
-  }
-  float inv = inv_rms(ss, n, eps, red);
-  for (unsigned i = threadIdx.x; i < n; i += kBlock)
-    y[off + i] = f32_to_bf16(sum_ab(i) * inv * (1.0f + bf16_to_f32(w[i])));
+  /* the norm reads the rounded sum h, exactly as add followed by rmsnorm would */
+  rms_row(
+      w, n, eps, red,
+      [&](unsigned i) { return round_bf16(bf16_to_f32(a[off + i]) + bf16_to_f32(b[off + i])); },
+      [&](unsigned i, float v) { h[off + i] = f32_to_bf16(v); },
+      [&](unsigned i, float v) { y[off + i] = f32_to_bf16(v); });
 }
 MK_CHECK(add_rmsnorm, norm);
 
