@@ -60,6 +60,9 @@ done
 expect_success audit_cpu audit --backend cpu
 grep -q 'gdn          delta_rule_prefill   required  present' "$tmp/stdout" && ok || bad "audit --backend cpu lacks the kernel table"
 grep -q '^  hidden 2048, 16 key / 32 value heads of 128/128' "$tmp/stdout" && ok || bad "audit --backend cpu lacks the paths at the bench shape"
+# the cpu backend serves every GEMM launch shape, the split cluster tiles too
+grep -q '^  GEMMs of few 128x256 tiles, K split over a cluster: gemm.gemm_bf16_ws_splitk4 gemm.gemm_bf16_ws_splitk8 gemm.gemm_f32in_ws_splitk2 gemm.gemm_bf16_ws64_splitk8 gemm.gemm_f32in_ws64_splitk2$' "$tmp/stdout" && ok ||
+  bad "audit --backend cpu does not list the split GEMM kernels"
 expect_success demo demo --backend cpu
 grep -q 'demo: all checks passed' "$tmp/stdout" && ok || bad "demo did not pass its checks"
 expect_success bench_json bench --backend cpu --decode 1 --prefill 16 --samples 3 --warmup 1 --json

@@ -220,6 +220,24 @@ const char *metrale_ops_gemm_z_path(const metrale_ops *o, uint32_t m, uint32_t n
   return gemm_name(o, &GEMM_F32IN_HI, m, n, k);
 }
 
+size_t metrale_ops_gemm_ws_split_kernels(const metrale_ops *o, metrale_kernel_id *ids, size_t cap) {
+  static const gemm_family *const families[] = {&GEMM_BF16, &GEMM_BF16_F32, &GEMM_F32IN, &GEMM_F32IN_HI};
+  unsigned char seen[METRALE_K_COUNT] = {0};
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+    for (size_t r = 0; r < 2; r++)
+      for (size_t s = 0; s < 3; s++) {
+        const metrale_kernel_id id = families[f]->ws_split[r][s];
+        if (has_kernel(o, id)) seen[id] = 1;
+      }
+  size_t n = 0;
+  for (size_t id = 0; id < METRALE_K_COUNT; id++)
+    if (seen[id]) {
+      if (n < cap) ids[n] = (metrale_kernel_id)id;
+      n++;
+    }
+  return n;
+}
+
 const char *metrale_ops_kernel_or(const metrale_ops *o, metrale_kernel_id fast, metrale_kernel_id fallback) {
   return metrale_kernel_info_get(o->k[fast] ? fast : fallback)->name;
 }

@@ -23,6 +23,9 @@ const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m, uint32_t n
 const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
 const char *metrale_ops_gemm_z_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
+/* The GEMM family kernels with K split over a cluster of warp-specialised tiles that the
+ * backend has, in manifest order: writes up to cap of them to ids, returns how many. */
+size_t metrale_ops_gemm_ws_split_kernels(const metrale_ops *ops, metrale_kernel_id *ids, size_t cap);
 /* For the audit: the name of `fast` when the backend has it, else of `fallback` (the
  * kernel the op then takes). */
 const char *metrale_ops_kernel_or(const metrale_ops *ops, metrale_kernel_id fast, metrale_kernel_id fallback);

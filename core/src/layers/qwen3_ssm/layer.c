@@ -105,13 +105,10 @@ static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, 
   describe_gemm(out, "in_proj (q|k|v at prefill):", metrale_ops_gemm_f32in_path, o, d->P, d->C, d->H);
   if (moe) describe_gemm(out, "router logits:", metrale_ops_gemm_f32_path, o, d->E + 1, d->E + 1, d->H);
   describe_gemm(out, "out_proj:", metrale_ops_gemm_path, o, d->H, d->H, nvdv);
-  static const metrale_kernel_id ws_split[] = {METRALE_K_gemm_f32in_ws_splitk2, METRALE_K_gemm_bf16_ws_splitk4,
-                                               METRALE_K_gemm_bf16_ws_splitk8, METRALE_K_gemm_f32in_ws64_splitk2,
-                                               METRALE_K_gemm_bf16_ws64_splitk8};
-  int n_split = 0;
+  metrale_kernel_id split[METRALE_K_COUNT];
+  const size_t n_split = metrale_ops_gemm_ws_split_kernels(o, split, METRALE_K_COUNT);
   fprintf(out, "  GEMMs of few 128x256 tiles, K split over a cluster:");
-  for (size_t i = 0; i < sizeof ws_split / sizeof ws_split[0]; i++)
-    if (o->k[ws_split[i]]) fprintf(out, " gemm.%s", metrale_kernel_info_get(ws_split[i])->name), n_split++;
+  for (size_t i = 0; i < n_split; i++) fprintf(out, " gemm.%s", metrale_kernel_info_get(split[i])->name);
   fprintf(out, "%s\n", n_split ? "" : " none in this backend");
 }
 
