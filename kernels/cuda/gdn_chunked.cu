@@ -294,8 +294,11 @@ __device__ __forceinline__ void row16_times_block(float acc[8], const float *a_r
 /* One warp's share of the blocked inverse (prep_chunk): P = (P_ij if `load`) +
  * sum_{k0 <= k < k1} A_ik T_kj, kept at block (j, i) of Xs (above the diagonal), and if
  * `fin`, T_ij = -T_ii P_ij into block (i, j).  Lane: row r of the block, columns cs..cs+7.
- * Reads only blocks that earlier rounds completed. */
-__device__ __forceinline__ void tri_unit(const float *As, float *Xs, unsigned i, unsigned j,
+ * Reads only blocks that earlier rounds completed.  Not inlined: its eight calls inlined
+ * were eight copies of the unrolled 16x16 products, and phase 0 stalled on instruction
+ * fetch in them; one shared copy took phase 0 from 0.83 to 0.75 ms at 16384 tokens
+ * (docs/perf-prefill.md, v23). */
+__device__ __noinline__ void tri_unit(const float *As, float *Xs, unsigned i, unsigned j,
                                          unsigned k0, unsigned k1, bool load, bool fin,
                                          unsigned lane) {
   const unsigned r = lane >> 1, cs = 8 * (lane & 1);
