@@ -119,6 +119,16 @@ static void describe_z(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out)
           strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
 }
 
+/* The decode mixer's kernels between the projections (the audit's layer and shape). */
+static void describe_decode(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
+  if (!metrale_ops_has_gdn_decode_fused(o)) {
+    fprintf(out, "  decode, split .. gated norm:   six kernels (no fused kernel)\n");
+    return;
+  }
+  fprintf(out, "  decode, split .. gated norm:   one kernel: %s\n",
+          metrale_ops_gdn_decode_path(o, d->nk, d->nv, d->dk, d->dv));
+}
+
 metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metrale_qwen3_config *cfg,
                                                 uint32_t layer_index, FILE *out) {
   const int moe = metrale_config_layer_is_moe(cfg, layer_index);
@@ -130,9 +140,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
           d.K, moe ? "MoE" : "dense");
   describe_projections(&ops, &d, moe, out);
   describe_z(&ops, &d, out);
-  if (metrale_ops_has_gdn_decode_fused(&ops))
-    fprintf(out, "  decode, split .. gated norm:   one kernel: %s\n",
-            metrale_ops_gdn_decode_path(&ops, d.nk, d.nv, d.dk, d.dv));
+  describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n", metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv));
   return METRALE_OK;
 }
@@ -156,11 +164,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           qwen3_ssm_graphs_used(L) ? "recorded once per batch and buffers, then replayed as a graph"
                                    : (metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"
                                                                         : "launched eagerly (the backend has no graphs)"));
-  if (metrale_ops_has_gdn_decode_fused(o))
-    fprintf(out, "  decode, split .. gated norm:   one kernel: %s\n",
-            metrale_ops_gdn_decode_path(o, d->nk, d->nv, d->dk, d->dv));
-  else
-    fprintf(out, "  decode, split .. gated norm:   six kernels, as listed below (no fused kernel)\n");
+  describe_decode(o, d, out);
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");
   describe_z(o, d, out);
