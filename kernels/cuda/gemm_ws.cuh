@@ -235,6 +235,13 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   tile_of_block(tm, tn);
   const unsigned m0 = tm * BM, n0 = tn * BN;
   if (m0 >= M || n0 >= N) return; /* a cluster's blocks share the tile: all of them or none */
+  unsigned kt0, NT;
+  k_steps_of_block<SPLIT>((K + BK - 1) / BK, kt0, NT);
+  /* early start (kernels.def; the whole-K tiles of prefill): resident while the kernel before
+   * ends, nothing read or written before the wait; the kernel after may start once every
+   * block runs */
+  mk_allow_next();
+  mk_wait_prior();
   const uint32_t s0 = dyn_smem_base();
   const bool tma = tma_ok(x, w, K);
   if (threadIdx.x == 0) {
@@ -245,8 +252,6 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
     sm90::mbar_init_fence();
   }
   __syncthreads();
-  unsigned kt0, NT;
-  k_steps_of_block<SPLIT>((K + BK - 1) / BK, kt0, NT);
   const unsigned wgi = threadIdx.x / GROUP;
   if (wgi == 0) {
     regs_dec<56>();
