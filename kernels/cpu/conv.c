@@ -77,10 +77,6 @@ metrale_status cpu_k_conv1d_update(const gpu_arg *args) {
   return METRALE_OK;
 }
 
-/* The token-tiled GPU kernel's op is conv1d_prefill's exactly; the grid is the only
- * difference, and the CPU ignores grids. */
-metrale_status cpu_k_conv1d_prefill_tiled(const gpu_arg *args) { return cpu_k_conv1d_prefill(args); }
-
 /* conv1d_prefill then l2norm_qk on its output (ld = C): the GPU kernel keeps the q and k
  * heads in registers between the two; the op is the two ops in order. */
 metrale_status cpu_k_conv1d_prefill_l2norm(const gpu_arg *args) {

@@ -230,15 +230,3 @@ metrale_status cpu_k_delta_rule_prefill_chunked(const gpu_arg *args) {
                                 cpu_arg_p(args, 6), cpu_arg_u(args, 8), cpu_arg_u(args, 9),
                                 cpu_arg_u(args, 10), cpu_arg_u(args, 11), cpu_arg_u(args, 12));
 }
-
-/* The same op as delta_rule_prefill_chunked's (kernels.def: only the GPU build differs). */
-metrale_status cpu_k_delta_rule_prefill_chunked_prep(const gpu_arg *args) {
-  return cpu_k_delta_rule_prefill_chunked(args);
-}
-metrale_status cpu_k_delta_rule_prefill_chunked_wg(const gpu_arg *args) {
-  return cpu_k_delta_rule_prefill_chunked(args);
-}
-
-/* The 32-threads-a-head GPU kernel's op is l2norm_qk's exactly; only the grid differs,
- * and the CPU ignores grids. */
-metrale_status cpu_k_l2norm_qk_rows(const gpu_arg *args) { return cpu_k_l2norm_qk(args); }

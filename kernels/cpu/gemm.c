@@ -1,4 +1,5 @@
-/* gemm module: gemm_bf16, gemm_bf16_f32, gemm_f32in and their gemv forms (one implementation), and the
+/* gemm module: gemm_bf16, gemm_bf16_f32, gemm_f32in (their gemv and tile forms are the same ops:
+ * same_op.c), gemm_f32in_hi_ws, and the
  * routed-expert projections of moe.c, which share the loop nest.
  *
  * Decode (small M) is bound by streaming the weights, so the loop nest reads each
@@ -221,35 +222,12 @@ metrale_status cpu_k_gemm_bf16_f32(const gpu_arg *args) {
                            cpu_arg_u(args, 3), cpu_arg_u(args, 4), cpu_arg_u(args, 5));
 }
 
-/* gemv_bf16 has the contract of gemm_bf16; the shared loop nest already streams each
- * weight row once for M <= GROUP. */
-metrale_status cpu_k_gemv_bf16(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-
-/* gemv_bf16_f32 likewise has the contract of gemm_bf16_f32 (y f32). */
-metrale_status cpu_k_gemv_bf16_f32(const gpu_arg *args) { return cpu_k_gemm_bf16_f32(args); }
-
 metrale_status cpu_k_gemm_f32in(const gpu_arg *args) {
   cpu_gemm_f32in(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3),
                  cpu_arg_u(args, 4), cpu_arg_u(args, 5));
   return METRALE_OK;
 }
 
-/* gemv_f32in has the contract of gemm_f32in. */
-metrale_status cpu_k_gemv_f32in(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
-
-/* The 128x128- and 128x256-tile forms are GPU launch shapes of the same contracts. */
-metrale_status cpu_k_gemm_bf16_t128(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_f32in_t128(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
-metrale_status cpu_k_gemm_bf16_t128_splitk(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_bf16_t128_splitk4(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_bf16_ws(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_f32in_ws(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
-metrale_status cpu_k_gemm_f32in_ws192(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
-metrale_status cpu_k_gemm_bf16_ws_splitk4(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_bf16_ws_splitk8(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_f32in_ws_splitk2(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
-metrale_status cpu_k_gemm_bf16_ws64_splitk8(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_f32in_ws64_splitk2(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }
 /* gemm_f32in_hi_ws: x rounded to bf16 first (a copy), then the bf16-x product with f32 y. */
 metrale_status cpu_k_gemm_f32in_hi_ws(const gpu_arg *args) {
   const float *x = cpu_arg_p(args, 1);
@@ -261,6 +239,3 @@ metrale_status cpu_k_gemm_f32in_hi_ws(const gpu_arg *args) {
   free(xb);
   return s;
 }
-/* Split K changes only the order of the f32 sums; the CPU ignores grids. */
-metrale_status cpu_k_gemm_bf16_splitk(const gpu_arg *args) { return cpu_k_gemm_bf16(args); }
-metrale_status cpu_k_gemm_f32in_splitk(const gpu_arg *args) { return cpu_k_gemm_f32in(args); }

@@ -110,8 +110,3 @@ metrale_status cpu_k_moe_combine(const gpu_arg *args) {
                   cpu_arg_u(args, 8), cpu_arg_u(args, 9), cpu_arg_u(args, 10));
   return METRALE_OK;
 }
-
-/* The decode-shaped rows compute exactly the ops of moe_topk / moe_combine. */
-metrale_status cpu_k_moe_topk_warp(const gpu_arg *args) { return cpu_k_moe_topk(args); }
-
-metrale_status cpu_k_moe_combine_wide(const gpu_arg *args) { return cpu_k_moe_combine(args); }

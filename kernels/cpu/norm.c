@@ -86,7 +86,3 @@ metrale_status cpu_k_gated_rmsnorm(const gpu_arg *args) {
                     cpu_arg_u(args, 4), cpu_arg_u(args, 5), cpu_arg_f(args, 6));
   return METRALE_OK;
 }
-
-/* The 32-threads-a-row GPU kernel's op is gated_rmsnorm's exactly; only the grid differs,
- * and the CPU ignores grids. */
-metrale_status cpu_k_gated_rmsnorm_rows(const gpu_arg *args) { return cpu_k_gated_rmsnorm(args); }

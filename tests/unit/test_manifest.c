@@ -55,6 +55,27 @@ Test(manifest, early_start_rows) {
   cr_expect(rows >= 3);
 }
 
+/* A kernel that computes another's op under another launch shape takes the same arguments;
+ * the other one is a kernel with an op of its own (no chains), and most rows have none. */
+Test(manifest, same_op_rows) {
+  int rows = 0;
+  for (int i = 0; i < METRALE_K_COUNT; i++) {
+    const metrale_kernel_info *k = metrale_kernel_info_get((metrale_kernel_id)i);
+    if (k->same_op == METRALE_K_COUNT) continue;
+    rows++;
+    const metrale_kernel_info *as = metrale_kernel_info_get(k->same_op);
+    cr_assert_not_null(as, "%s: same op as kernel %d, which is not a row", k->name, (int)k->same_op);
+    cr_expect_neq((int)as->id, i, "%s names itself", k->name);
+    cr_expect_str_eq(k->signature, as->signature, "%s and %s (its op) take different arguments", k->name, as->name);
+    cr_expect_eq(as->same_op, METRALE_K_COUNT, "%s: %s is itself another kernel's op", k->name, as->name);
+  }
+  cr_expect_eq(metrale_kernel_info_get(METRALE_K_gemv_f32in)->same_op, METRALE_K_gemm_f32in,
+               "the METRALE_KERNEL_SAME_OP rows did not reach the table");
+  cr_expect_eq(metrale_kernel_info_get(METRALE_K_gemm_f32in_hi_ws)->same_op, METRALE_K_COUNT,
+               "gemm_f32in_hi_ws rounds x: an op of its own");
+  cr_expect(rows >= 3 && rows < METRALE_K_COUNT / 2);
+}
+
 Test(manifest, find_by_module_and_name) {
   const metrale_kernel_info *k = metrale_kernel_info_find("gdn", "delta_rule_decode");
   cr_assert_not_null(k);

@@ -36,6 +36,18 @@ static const metrale_kernel_id early_rows[] = {
     METRALE_K_COUNT,
 };
 
+/* METRALE_KERNEL_SAME_OP rows, and an end mark. */
+static const struct {
+  metrale_kernel_id id, as;
+} same_op_rows[] = {
+#define METRALE_KERNEL(id_, module_, block_, sig_, req_, fallback_, contract_)
+#define METRALE_KERNEL_SAME_OP(id_, as_) {METRALE_K_##id_, METRALE_K_##as_},
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL_SAME_OP
+#undef METRALE_KERNEL
+    {METRALE_K_COUNT, METRALE_K_COUNT},
+};
+
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
 static int parse_failed; /* a malformed kernels.def row; caught by the unit tests */
 
@@ -77,6 +89,8 @@ static void parse_all(void) {
   }
   for (size_t i = 0; shared_rows[i].id != METRALE_K_COUNT; i++) table[shared_rows[i].id].shared_bytes = shared_rows[i].bytes;
   for (size_t i = 0; early_rows[i] != METRALE_K_COUNT; i++) table[early_rows[i]].early_start = 1;
+  for (int k = 0; k < METRALE_K_COUNT; k++) table[k].same_op = METRALE_K_COUNT;
+  for (size_t i = 0; same_op_rows[i].id != METRALE_K_COUNT; i++) table[same_op_rows[i].id].same_op = same_op_rows[i].as;
 }
 
 const metrale_kernel_info *metrale_kernel_info_get(metrale_kernel_id id) {
