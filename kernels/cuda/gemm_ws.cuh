@@ -237,9 +237,10 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   if (m0 >= M || n0 >= N) return; /* a cluster's blocks share the tile: all of them or none */
   unsigned kt0, NT;
   k_steps_of_block<SPLIT>((K + BK - 1) / BK, kt0, NT);
-  /* early start (kernels.def; the whole-K tiles of prefill): resident while the kernel before
-   * ends, nothing read or written before the wait; the kernel after may start once every
-   * block runs */
+  /* early start (kernels.def rows: the whole-K forms, which prefill takes): resident while the
+   * kernel before ends, nothing read or written before the wait.  The split-K and 64-row forms
+   * are launched as usual, where the wait does nothing.  Either way the kernel after may start
+   * once every block runs. */
   mk_allow_next();
   mk_wait_prior();
   const uint32_t s0 = dyn_smem_base();
