@@ -182,6 +182,7 @@ namespace {
 constexpr unsigned kV = 4;                                     /* channels a thread of conv1d_prefill_l2norm */
 constexpr unsigned kL2ConvBlock = mk_block("conv1d_prefill_l2norm"); /* threads */
 static_assert(kV * kL2ConvBlock == 1024u, "kernels.def: 1024 channels a block");
+constexpr unsigned kPipe = 4; /* tokens a thread loads ahead of the ones it computes */
 
 __device__ __forceinline__ float4 f4(float v) { return make_float4(v, v, v, v); }
 __device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
@@ -214,13 +215,22 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
 #pragma unroll
     for (unsigned j = 0; j < 4; j++) wj[j] = make_float4(wt(0, j), wt(1, j), wt(2, j), wt(3, j));
     float4 h0 = window(a - 3), h1 = window(a - 2), h2 = window(a - 1);
-    for (long g = a; g < e; g += kGroup / 2) { /* half the tokens of conv_span: as many bytes */
-      float4 xs[kGroup / 2];
+    /* Double-buffered: the next kPipe tokens' loads go out before this group's arithmetic
+     * (whose shuffles, for q and k heads, are a chain of latencies), so a thread always has
+     * loads in flight.  H200, 16384 tokens: 303 us at 4 tokens ahead and three blocks an SM
+     * against 330 for 8 tokens loaded, then used; 8 ahead spills at three blocks an SM, and
+     * two blocks an SM lose at 16384 tokens (docs/perf-prefill.md, part 5). */
+    auto load = [&](long g, float4 (&b)[kPipe]) {
 #pragma unroll
-      for (unsigned i = 0; i < kGroup / 2; i++)
-        xs[i] = live && g + i < e ? ld4(x + (size_t)(g + i) * c + ch) : f4(0.0f); /* all in flight */
+      for (unsigned i = 0; i < kPipe; i++) b[i] = live && g + i < e ? ld4(x + (size_t)(g + i) * c + ch) : f4(0.0f);
+    };
+    float4 xs[kPipe];
+    load(a, xs);
+    for (long g = a; g < e; g += kPipe) {
+      float4 xn[kPipe];
+      load(g + kPipe, xn);
 #pragma unroll
-      for (unsigned i = 0; i < kGroup / 2; i++) {
+      for (unsigned i = 0; i < kPipe; i++) {
         if (g + i >= e) break;
         float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
         acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
@@ -232,6 +242,8 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
         h1 = h2;
         h2 = xs[i];
       }
+#pragma unroll
+      for (unsigned i = 0; i < kPipe; i++) xs[i] = xn[i];
     }
   } else {
     for (long t = a; t < e; t++) {
@@ -261,8 +273,8 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
  * their squares with xor shuffles inside their group (for dk = 128 the order of
  * l2norm_qk_rows, so the outputs are those of the two kernels bit for bit) and scale.  The
  * q and k heads are written once, already normalised, and never read back.  Three blocks an
- * SM (80 registers): on the H200 at 16384 tokens 333 us against 394 with two (92 registers);
- * at 4096 tokens (512 blocks, 1.3 waves) 112 against 106. */
+ * SM (80 registers): on the H200 at 16384 tokens 303 us against 334-340 with two; at 4096
+ * tokens (512 blocks, 1.3 waves) two would be faster (100 against 105 us). */
 extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
 conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
                       float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
@@ -276,7 +288,11 @@ conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const 
   const size_t qk_end = 2 * (size_t)nk * dk;
   const bool qk = ch < qk_end; /* uniform over a head's group of lanes */
   const float scale_q = 1.0f / sqrtf((float)dk);
+  /* a warp of value channels only skips the shuffles (330 -> 321 us at 16384 tokens alone;
+   * 303 with the double buffer) */
+  const bool warp_qk = __any_sync(0xffffffffu, qk);
   auto norm = [&](long, float4 v) {
+    if (!warp_qk) return v;
     float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     for (unsigned off = group / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, group);
     if (!qk) return v;

@@ -46,6 +46,10 @@
 /* A wavefront needs no reconvergence; the barrier keeps the compiler from moving
  * memory accesses across the point, which is what code relying on __syncwarp needs. */
 #define __syncwarp(...) __builtin_amdgcn_wave_barrier()
+/* Whether the predicate holds on any lane of the wavefront.  Its scope is the hardware
+ * width (32 or 64 lanes), so use it only to skip work that no lane of the group needs,
+ * which is right at either width (conv.cu's value-only warps). */
+#define __any_sync(mask, pred) ((void)(mask), __any(pred))
 #endif
 
 #endif
