@@ -137,8 +137,10 @@ MK_CHECK(gated_rmsnorm, norm);
 namespace {
 constexpr unsigned kRowsBlock = mk_block("gated_rmsnorm_rows");
 constexpr unsigned kGroup = 32;                         /* threads per row (kernels.def) */
-constexpr unsigned kRowsPerBlock = kRowsBlock / kGroup; /* 8 */
+constexpr unsigned kRowsWarp = 2;                                   /* rows a group of 32 threads */
+constexpr unsigned kRowsPerBlock = kRowsBlock / kGroup * kRowsWarp; /* 16 */
 static_assert(kRowsBlock % kGroup == 0, "whole row groups per block");
+static_assert(kRowsPerBlock == 16, "kernels.def gated_rmsnorm_rows: block b takes rows [16b, 16b+16)");
 
 /* Sum over an aligned group of 32 threads.  The xor offsets 16..1 stay inside the group,
  * so on a 64-lane wavefront each half reduces its own row. */
@@ -163,64 +165,80 @@ __device__ __forceinline__ uint2 pack4(const float f[4]) {
 
 /* gated_rmsnorm with 32 threads a row: the contract kernel's 256-thread block per row of
  * dv = 128 leaves half its threads idle and spends its time in block barriers; here a
- * row is one warp's work with no barrier, and 4 elements a thread move as vectors.
+ * row is one warp's work with no barrier, and 4 elements a thread move as vectors.  A warp
+ * takes two adjacent rows and loads both before either sum, so that twice the bytes are
+ * in flight (H200, 16384 tokens: 175 -> 167 us; docs/perf-prefill.md, part 5).
  * Numerics as gated_rmsnorm (only the order of the sum of squares differs). */
 MK_KERNEL(gated_rmsnorm_rows)(bf16 *__restrict__ y, const bf16 *__restrict__ o,
                               const float *__restrict__ z, const bf16 *__restrict__ w,
                               unsigned rows, unsigned n, float eps) {
   const unsigned lane = threadIdx.x % kGroup;
-  const size_t r = (size_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kGroup;
-  /* A group past the last row still takes part in the shuffles; it only skips memory. */
-  const bool live = r < rows;
-  const size_t off = live ? r * n : 0; /* row = (token, value head), [dv] */
+  const size_t r1 = ((size_t)blockIdx.x * kRowsPerBlock / kRowsWarp + threadIdx.x / kGroup) * kRowsWarp;
   const bool vec = n % 4 == 0 && aligned8(o) && aligned8(y) && aligned16(z) && aligned8(w);
   if (vec) {
-    /* The first 4-vector of o, z and w is loaded before the reduction (n <= 128: all of
-     * them), so the gate's loads do not wait for it. */
+    /* The first 4-vector of o and z of each of the group's rows, and of w, are loaded before
+     * any reduction (n <= 128: all of them), so that every load is in flight at once. */
     const unsigned i0 = 4 * lane;
-    const bool has0 = live && i0 < n;
-    float o0[4] = {0, 0, 0, 0}, w0[4] = {0, 0, 0, 0};
-    float4 z0 = make_float4(0, 0, 0, 0);
-    if (has0) {
-      unpack4(*(const uint2 *)(o + off + i0), o0);
-      z0 = *(const float4 *)(z + off + i0);
-      unpack4(*(const uint2 *)(w + i0), w0);
-    }
-    float ss = o0[0] * o0[0] + o0[1] * o0[1] + o0[2] * o0[2] + o0[3] * o0[3];
-    for (unsigned i = i0 + 4 * kGroup; live && i < n; i += 4 * kGroup) {
-      float v[4];
-      unpack4(*(const uint2 *)(o + off + i), v);
-      ss += v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
-    }
-    const float inv = 1.0f / sqrtf(group_sum(ss) / (float)n + eps);
-    if (has0) {
-      const float zz[4] = {z0.x, z0.y, z0.z, z0.w};
-      float out[4];
+    float o0[kRowsWarp][4], w0[4] = {0, 0, 0, 0};
+    float4 z0[kRowsWarp];
+    if (r1 < rows && i0 < n) unpack4(*(const uint2 *)(w + i0), w0);
 #pragma unroll
-      for (unsigned u = 0; u < 4; u++) out[u] = round_bf16(o0[u] * inv) * w0[u] * silu_f(zz[u]);
-      *(uint2 *)(y + off + i0) = pack4(out);
+    for (unsigned j = 0; j < kRowsWarp; j++) {
+      const size_t r = r1 + j;
+      o0[j][0] = o0[j][1] = o0[j][2] = o0[j][3] = 0.0f;
+      z0[j] = make_float4(0, 0, 0, 0);
+      if (r < rows && i0 < n) {
+        unpack4(*(const uint2 *)(o + r * n + i0), o0[j]);
+        z0[j] = *(const float4 *)(z + r * n + i0);
+      }
     }
-    for (unsigned i = i0 + 4 * kGroup; live && i < n; i += 4 * kGroup) {
-      float v[4], ww[4], out[4];
-      unpack4(*(const uint2 *)(o + off + i), v);
-      unpack4(*(const uint2 *)(w + i), ww);
-      const float4 zv = *(const float4 *)(z + off + i);
-      const float zz[4] = {zv.x, zv.y, zv.z, zv.w};
 #pragma unroll
-      for (unsigned u = 0; u < 4; u++) out[u] = round_bf16(v[u] * inv) * ww[u] * silu_f(zz[u]);
-      *(uint2 *)(y + off + i) = pack4(out);
+    for (unsigned j = 0; j < kRowsWarp; j++) {
+      /* A group past the last row still takes part in the shuffles; it only skips memory. */
+      const size_t r = r1 + j;
+      const bool live = r < rows, has0 = live && i0 < n;
+      const size_t off = live ? r * n : 0; /* row = (token, value head), [dv] */
+      float ss = o0[j][0] * o0[j][0] + o0[j][1] * o0[j][1] + o0[j][2] * o0[j][2] + o0[j][3] * o0[j][3];
+      for (unsigned i = i0 + 4 * kGroup; live && i < n; i += 4 * kGroup) {
+        float v[4];
+        unpack4(*(const uint2 *)(o + off + i), v);
+        ss += v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+      }
+      const float inv = 1.0f / sqrtf(group_sum(ss) / (float)n + eps);
+      if (has0) {
+        const float zz[4] = {z0[j].x, z0[j].y, z0[j].z, z0[j].w};
+        float out[4];
+#pragma unroll
+        for (unsigned u = 0; u < 4; u++) out[u] = round_bf16(o0[j][u] * inv) * w0[u] * silu_f(zz[u]);
+        *(uint2 *)(y + off + i0) = pack4(out);
+      }
+      for (unsigned i = i0 + 4 * kGroup; live && i < n; i += 4 * kGroup) {
+        float v[4], ww[4], out[4];
+        unpack4(*(const uint2 *)(o + off + i), v);
+        unpack4(*(const uint2 *)(w + i), ww);
+        const float4 zv = *(const float4 *)(z + off + i);
+        const float zz[4] = {zv.x, zv.y, zv.z, zv.w};
+#pragma unroll
+        for (unsigned u = 0; u < 4; u++) out[u] = round_bf16(v[u] * inv) * ww[u] * silu_f(zz[u]);
+        *(uint2 *)(y + off + i) = pack4(out);
+      }
     }
     return;
   }
-  float ss = 0.0f;
-  for (unsigned i = lane; live && i < n; i += kGroup) {
-    const float v = bf16_to_f32(o[off + i]);
-    ss += v * v;
-  }
-  const float inv = 1.0f / sqrtf(group_sum(ss) / (float)n + eps);
-  for (unsigned i = lane; live && i < n; i += kGroup) {
-    const float normed = round_bf16(bf16_to_f32(o[off + i]) * inv);
-    y[off + i] = f32_to_bf16(normed * bf16_to_f32(w[i]) * silu_f(z[off + i]));
+  for (unsigned j = 0; j < kRowsWarp; j++) {
+    const size_t r = r1 + j;
+    const bool live = r < rows;
+    const size_t off = live ? r * n : 0;
+    float ss = 0.0f;
+    for (unsigned i = lane; live && i < n; i += kGroup) {
+      const float v = bf16_to_f32(o[off + i]);
+      ss += v * v;
+    }
+    const float inv = 1.0f / sqrtf(group_sum(ss) / (float)n + eps);
+    for (unsigned i = lane; live && i < n; i += kGroup) {
+      const float normed = round_bf16(bf16_to_f32(o[off + i]) * inv);
+      y[off + i] = f32_to_bf16(normed * bf16_to_f32(w[i]) * silu_f(z[off + i]));
+    }
   }
 }
 MK_CHECK(gated_rmsnorm_rows, norm);

@@ -113,9 +113,9 @@ Test(norm, add_rmsnorm) {
  * n a multiple of 4 above 128 (several vectors a thread) and below 32. */
 static const struct {
   uint32_t rows, n;
-} gated_shapes[] = {{1, 1}, {3, 7}, {5, 129}, {2, 1000}, {17, 64}, {9, 128}, {33, 132}, {3, 260}, {8, 4}};
+} gated_shapes[] = {{1, 1}, {3, 7}, {5, 129}, {2, 1000}, {17, 64}, {9, 128}, {33, 132}, {3, 260}, {8, 4}, {18, 128}, {31, 128}};
 
-/* rows: gated_rmsnorm_rows, 8 rows a block; else gated_rmsnorm, a block a row. */
+/* rows: gated_rmsnorm_rows, 16 rows a block (kernels.def); else gated_rmsnorm, a block a row. */
 static void run_gated(metrale_kernel_id id, int rows_kernel) {
   CF_BEGIN(ctx, k, id);
   for (size_t si = 0; si < sizeof gated_shapes / sizeof gated_shapes[0]; si++) {
@@ -142,7 +142,7 @@ static void run_gated(metrale_kernel_id id, int rows_kernel) {
     }
 
     cf_launch l;
-    cf_launch_init(&l, id, (gpu_dim3){rows_kernel ? (rows + 7) / 8 : rows, 1, 1});
+    cf_launch_init(&l, id, (gpu_dim3){rows_kernel ? (rows + 15) / 16 : rows, 1, 1});
     int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
     int bo = cf_buf_add(&l, "o", CF_BF16, CF_IN, cnt, o, 0);
     int bz = cf_buf_add(&l, "z", CF_F32, CF_IN, cnt, z, 0);

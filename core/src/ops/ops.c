@@ -265,12 +265,13 @@ metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gp
   LAUNCH(o, st, add_rmsnorm, rows, 1, P(h), P(y), P(a), P(b), P(w), U(rows), U(n), F(eps));
 }
 
-#define ROWS_PER_BLOCK 8u /* kernels.def gated_rmsnorm_rows, l2norm_qk_rows: 32 threads a row */
+#define ROWS_PER_BLOCK 8u        /* kernels.def l2norm_qk_rows: 32 threads a row */
+#define GATED_ROWS_PER_BLOCK 16u /* kernels.def gated_rmsnorm_rows: two rows a warp */
 
 metrale_status op_gated_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x,
                                 gpu_ptr z, gpu_ptr w, uint32_t rows, uint32_t n, float eps) {
   if (o->k[METRALE_K_gated_rmsnorm_rows])
-    LAUNCH(o, st, gated_rmsnorm_rows, CEIL_DIV(rows, ROWS_PER_BLOCK), 1, P(y), P(x), P(z), P(w),
+    LAUNCH(o, st, gated_rmsnorm_rows, CEIL_DIV(rows, GATED_ROWS_PER_BLOCK), 1, P(y), P(x), P(z), P(w),
            U(rows), U(n), F(eps));
   LAUNCH(o, st, gated_rmsnorm, rows, 1, P(y), P(x), P(z), P(w), U(rows), U(n), F(eps));
 }
