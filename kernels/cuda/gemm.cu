@@ -111,23 +111,13 @@ __device__ __forceinline__ void st_shared16(uint32_t dst, uint4 v) {
                "r"(v.w)
                : "memory");
 }
-__device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
+using sm80::ldsm_x4;
 __device__ __forceinline__ float2 lds_f2(uint32_t addr) {
   float2 v;
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
   return v;
 }
-__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+using sm80::mma16816;
 /* two floats as bf16x2, round to nearest even; e0 in the low half (the lower k) */
 __device__ __forceinline__ uint32_t pack_bf16(float e0, float e1) {
   uint32_t r;
@@ -146,9 +136,7 @@ __device__ __forceinline__ void split_bf16(float2 v, uint32_t &hi, uint32_t &lo)
 template <typename T> struct tile_of;
 template <> struct tile_of<bf16> {
   static constexpr unsigned ROW_BYTES = 64, CHUNKS = 4, PER_CHUNK = 8;
-  static __device__ __forceinline__ uint32_t off(unsigned r, unsigned c) {
-    return r * 64u + ((c ^ ((r >> 1) & 3u)) << 4);
-  }
+  static __device__ __forceinline__ uint32_t off(unsigned r, unsigned c) { return sm80::swz64(r, c); }
 };
 /* f32: the A fragment is read as 8-byte pairs, 4 rows x 32 bytes per half-warp; the
  * permutation of rows 0-3 (and of 4-7) spreads those over all 8 chunks. */
