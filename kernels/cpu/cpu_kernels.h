@@ -72,6 +72,13 @@ metrale_status cpu_gemm_bf16_f32(float *y, const metrale_bf16 *x, const metrale_
 metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32_t x_div,
                                const int32_t *idx, uint32_t r, const metrale_bf16 *w, uint32_t n,
                                uint32_t k);
+/* The same products for the rows a moe_sort list names (kernels.def moe_gate_up_sorted):
+ * for each slot (e, p, m) of tiles [ceil(r/64) + experts + 1, 3], rows perm[p .. p+m).
+ * Rows not listed are not written; a list that names rows or experts out of range is an
+ * invalid argument. */
+metrale_status cpu_expert_gemm_sorted(void *y, int y_f32, const metrale_bf16 *x, uint32_t x_div,
+                                      const int32_t *perm, const int32_t *tiles, uint32_t r, uint32_t e,
+                                      const metrale_bf16 *w, uint32_t n, uint32_t k);
 
 /* ---- gdn.c ----------------------------------------------------------------------- */
 /* The mixer's path from the input projection to the recurrence is f32 (kernels.def,

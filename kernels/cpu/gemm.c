@@ -197,6 +197,47 @@ metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32
   return METRALE_OK;
 }
 
+metrale_status cpu_expert_gemm_sorted(void *y, int y_f32, const metrale_bf16 *x, uint32_t x_div,
+                                      const int32_t *perm, const int32_t *tiles, uint32_t r, uint32_t e,
+                                      const metrale_bf16 *w, uint32_t n, uint32_t k) {
+  if (r == 0 || n == 0) return METRALE_OK;
+  if (x_div == 0) return METRALE_ERROR(INVALID_ARGUMENT, "sorted expert gemm: %u rows a token", x_div);
+  const uint64_t slots = ((uint64_t)r + 63) / 64 + e + 1;
+  for (uint64_t t = 0; t < slots; t++) { /* a hostile list must not make us read or write wildly */
+    const int32_t ex = tiles[3 * t], p = tiles[3 * t + 1], m = tiles[3 * t + 2];
+    if (ex < 0) continue;
+    if ((uint32_t)ex >= e || p < 0 || m < 0 || m > 64 || (uint64_t)p + (uint64_t)m > r)
+      return METRALE_ERROR(INVALID_ARGUMENT, "sorted expert gemm: slot %llu is (%d, %d, %d) for %u rows, %u experts",
+                           (unsigned long long)t, ex, p, m, r, e);
+    for (int32_t i = 0; i < m; i++)
+      if (perm[p + i] < 0 || (uint32_t)perm[p + i] >= r)
+        return METRALE_ERROR(INVALID_ARGUMENT, "sorted expert gemm: perm[%d] = %d for %u rows", p + i, perm[p + i], r);
+  }
+  uint32_t *yrow = malloc((size_t)r * sizeof *yrow), *xrow = malloc((size_t)r * sizeof *xrow);
+  float *xf = NULL;
+  metrale_status s = !yrow || !xrow ? METRALE_ERROR(OUT_OF_MEMORY, "sorted expert gemm: row lists for %u rows", r)
+                                    : to_f32(x, ((size_t)r + x_div - 1) / x_div, k, &xf);
+  if (s) {
+    free(yrow), free(xrow);
+    return s;
+  }
+  for (uint32_t i = 0; i < r; i++) { /* position i of perm: output row perm[i], input row perm[i] / x_div */
+    yrow[i] = perm[i] < 0 ? 0u : (uint32_t)perm[i];
+    xrow[i] = yrow[i] / x_div;
+  }
+  const int64_t nblocks = ((int64_t)n + NB - 1) / NB, items = (int64_t)slots * nblocks;
+#pragma omp parallel for schedule(dynamic, 4)
+  for (int64_t it = 0; it < items; it++) {
+    const int32_t *tl = tiles + 3 * (it / nblocks);
+    if (tl[0] < 0 || tl[2] == 0) continue;
+    const uint32_t n0 = (uint32_t)(it % nblocks) * NB, n1 = n0 + NB < n ? n0 + NB : n;
+    row_list rows = {xrow + tl[1], yrow + tl[1], (uint32_t)tl[2]};
+    apply_block(y, y_f32, xf, &rows, w + (size_t)tl[0] * n * k, n, k, n0, n1);
+  }
+  free(yrow), free(xrow), free(xf);
+  return METRALE_OK;
+}
+
 metrale_status cpu_gemm_bf16(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w,
                              uint32_t m, uint32_t n, uint32_t k) {
   return gemm(y, 0, x, w, m, n, k);

@@ -368,3 +368,223 @@ MK_KERNEL(moe_combine_wide)(bf16 *__restrict__ out, const bf16 *__restrict__ res
   out[o] = f32_to_bf16(acc);
 }
 MK_CHECK(moe_combine_wide, moe);
+
+/* ---- grouped expert projections: moe_sort, moe_gate_up_sorted, moe_down_sorted ------- *
+ * A prefill routes R = T*k rows to E experts, tens of rows each.  moe_gate_up gives every
+ * row its own pass over its expert's weights (R passes over 4 MiB at the 80B-A3B shape);
+ * here moe_sort lists the rows by expert in tiles of 64, and each tile is one 64 x 128
+ * block of a GEMM against its expert on the tensor cores, so an expert's weights are read
+ * once a tile.  NVIDIA only (ballots, mma.sync); HIP keeps the per-row kernels. */
+#if !defined(__HIPCC__)
+namespace {
+constexpr unsigned kSortBlock = mk_block("moe_sort");
+static_assert(kSortBlock % 32u == 0 && kSortBlock / 32u <= 32u, "whole warps, one reduction round");
+constexpr unsigned kTileRows = 64; /* kernels.def: rows a slot of moe_sort's tiles */
+
+__device__ __forceinline__ uint64_t slot_count(unsigned r, unsigned e) { return ((uint64_t)r + 63u) / 64u + e + 1u; }
+}  // namespace
+
+/* Block x lists expert x: it counts the rows below and of its expert (o_x, c_x: no block
+ * waits for another), writes its slots and the empty slots up to the next expert's first,
+ * then walks idx in order placing its rows (a ballot and a prefix over the warps per 256
+ * rows: stable).  The last block fills perm's tail with -1. */
+MK_KERNEL(moe_sort)(int *__restrict__ perm, int *__restrict__ tiles, const int *__restrict__ idx, unsigned r,
+                    unsigned e) {
+  constexpr unsigned W = kSortBlock / 32u;
+  __shared__ unsigned red[2][W], warp_n[W];
+  const unsigned x = blockIdx.x, tid = threadIdx.x, lane = tid % 32u, wid = tid / 32u;
+  if (x >= e) return;
+  unsigned lt = 0, eq = 0;
+  for (unsigned j = tid; j < r; j += kSortBlock) {
+    const int v = idx[j];
+    if (v >= 0 && (unsigned)v < e) lt += (unsigned)v < x, eq += (unsigned)v == x;
+  }
+#pragma unroll
+  for (unsigned off = 16; off > 0; off >>= 1) {
+    lt += __shfl_xor_sync(0xffffffffu, lt, off);
+    eq += __shfl_xor_sync(0xffffffffu, eq, off);
+  }
+  if (lane == 0) red[0][wid] = lt, red[1][wid] = eq;
+  __syncthreads();
+  unsigned o = 0, c = 0;
+  for (unsigned i = 0; i < W; i++) o += red[0][i], c += red[1][i];
+  const uint64_t first = o / kTileRows + x, mine = (c + kTileRows - 1) / kTileRows;
+  const uint64_t next = x + 1 < e ? (uint64_t)(o + c) / kTileRows + x + 1 : slot_count(r, e);
+  for (uint64_t t = first + tid; t < next; t += kSortBlock) {
+    const uint64_t i = t - first;
+    int *tl = tiles + 3 * t;
+    if (i < mine) {
+      tl[0] = (int)x, tl[1] = (int)(o + kTileRows * i);
+      tl[2] = (int)(c - kTileRows * i < kTileRows ? c - kTileRows * i : kTileRows);
+    } else {
+      tl[0] = -1, tl[1] = 0, tl[2] = 0;
+    }
+  }
+  unsigned pos = o;
+  for (unsigned j0 = 0; j0 < r && pos < o + c; j0 += kSortBlock) {
+    const unsigned j = j0 + tid;
+    const bool hit = j < r && idx[j] == (int)x;
+    const unsigned bal = __ballot_sync(0xffffffffu, hit);
+    if (lane == 0) warp_n[wid] = __popc(bal);
+    __syncthreads();
+    unsigned before = 0, all = 0;
+    for (unsigned i = 0; i < W; i++) before += i < wid ? warp_n[i] : 0u, all += warp_n[i];
+    if (hit) perm[pos + before + __popc(bal & ((1u << lane) - 1u))] = (int)j;
+    pos += all;
+    __syncthreads(); /* warp_n is rewritten next round */
+  }
+  if (x == e - 1)
+    for (unsigned i = o + c + tid; i < r; i += kSortBlock) perm[i] = -1;
+}
+MK_CHECK(moe_sort, moe);
+#endif
+
+#if !defined(__HIPCC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#include "sm80.cuh"
+namespace {
+constexpr unsigned kGBlock = mk_block("moe_gate_up_sorted");
+static_assert(kGBlock == 256 && mk_block("moe_down_sorted") == 256, "8 warps: 2 x 4 warp tiles of 32 x 32");
+constexpr unsigned GBM = kTileRows, GBN = 128, GBK = 32, GSTAGES = 3; /* kernels.def: 64 x 128 tiles */
+constexpr unsigned GA_BYTES = GBM * 64u, GB_BYTES = GBN * 64u, GSTAGE = GA_BYTES + GB_BYTES;
+
+/* 16-byte chunk c of k step ks of row `row` of src [.., K] into the tile at dst: cp.async
+ * where the chunk is whole and aligned (vec), else element by element; zeros outside. */
+__device__ __forceinline__ void chunk_in(uint32_t dst, const bf16 *__restrict__ src, bool in, unsigned K, unsigned k,
+                                         bool vec) {
+  if (vec) {
+    sm80::cp_async16(dst, in ? src + k : src, in && k < K ? 16u : 0u);
+    return;
+  }
+  uint32_t v[4] = {0u, 0u, 0u, 0u};
+  if (in)
+#pragma unroll
+    for (unsigned i = 0; i < 8; i++)
+      if (k + i < K) v[i / 2] |= (uint32_t)src[k + i] << (16u * (i % 2u));
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+               : "memory");
+}
+
+/* One slot's 64 x 128 block: out[j, n0..] = w_e [N, K] . a[arow(j)] for the slot's rows j.
+ * ROW_DIV: activation row of output row j is j / div (gate_up: the token) or j (down). */
+template <bool F32_OUT>
+__device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a, unsigned div,
+                                            const int *__restrict__ perm, const int *__restrict__ tiles,
+                                            const bf16 *__restrict__ w, unsigned r, unsigned K, unsigned N,
+                                            unsigned e) {
+  __shared__ __align__(128) unsigned char smem[GSTAGES * GSTAGE];
+  __shared__ int rows[GBM]; /* output row of each tile row, -1 past the slot's rows */
+  const uint64_t slot = blockIdx.x;
+  const unsigned n0 = blockIdx.y * GBN;
+  if (slot >= slot_count(r, e) || n0 >= N || div == 0) return;
+  const int ex = tiles[3 * slot], p = tiles[3 * slot + 1], m = tiles[3 * slot + 2];
+  /* an empty slot, or one that no moe_sort of r rows and e experts writes: nothing */
+  if (ex < 0 || (unsigned)ex >= e || p < 0 || m <= 0 || m > (int)GBM || (uint64_t)p + (uint64_t)m > r) return;
+  const unsigned tid = threadIdx.x, lane = tid % 32u, warp = tid / 32u, wm = warp / 4u, wn = warp % 4u;
+  if (tid < GBM) {
+    const int j = (int)tid < m ? perm[p + tid] : -1;
+    rows[tid] = j >= 0 && (unsigned)j < r ? j : -1;
+  }
+  __syncthreads();
+  const bf16 *we = w + (size_t)ex * N * K; /* [N, K] */
+  const bool vec = K % 8u == 0 && aligned16(a) && aligned16(w);
+  const uint32_t s0 = sm80::smem_u32(smem);
+  /* this thread's chunks: A row tid / 4 (one), B rows tid / 4 and 64 + tid / 4 (two) */
+  const unsigned cr = tid / 4u, cc = tid % 4u;
+  const int aj = rows[cr];
+  const bf16 *arow = aj >= 0 ? a + (size_t)((unsigned)aj / div) * K : a;
+  const bf16 *brow0 = we + (size_t)(n0 + cr) * K, *brow1 = we + (size_t)(n0 + 64u + cr) * K;
+  const bool bin0 = n0 + cr < N, bin1 = n0 + 64u + cr < N;
+  auto load = [&](unsigned kt) {
+    const uint32_t at = s0 + (kt % GSTAGES) * GSTAGE;
+    const unsigned k = kt * GBK + cc * 8u;
+    chunk_in(at + sm80::swz64(cr, cc), arow, aj >= 0, K, k, vec);
+    chunk_in(at + GA_BYTES + sm80::swz64(cr, cc), brow0, bin0, K, k, vec);
+    chunk_in(at + GA_BYTES + sm80::swz64(64u + cr, cc), brow1, bin1, K, k, vec);
+  };
+  float acc[2][4][4];
+#pragma unroll
+  for (unsigned i = 0; i < 2; i++)
+#pragma unroll
+    for (unsigned jn = 0; jn < 4; jn++)
+#pragma unroll
+      for (unsigned q = 0; q < 4; q++) acc[i][jn][q] = 0.0f;
+  const unsigned KT = (K + GBK - 1) / GBK;
+#pragma unroll
+  for (unsigned s = 0; s + 1 < GSTAGES; s++) {
+    if (s < KT) load(s);
+    sm80::cp_commit();
+  }
+  for (unsigned kt = 0; kt < KT; kt++) {
+    sm80::cp_wait<GSTAGES - 2>();
+    __syncthreads(); /* stage kt landed for everyone; stage kt - 1's reads are done */
+    if (kt + GSTAGES - 1 < KT) load(kt + GSTAGES - 1);
+    sm80::cp_commit();
+    const uint32_t sa = s0 + (kt % GSTAGES) * GSTAGE, sb = sa + GA_BYTES;
+#pragma unroll
+    for (unsigned kk = 0; kk < GBK; kk += 16) {
+      uint32_t b[4][2];
+#pragma unroll
+      for (unsigned nj = 0; nj < 2; nj++) {
+        const unsigned n = wn * 32u + nj * 16u + (lane & 7u) + ((lane >> 4) << 3);
+        uint32_t q[4];
+        sm80::ldsm_x4(q, sb + sm80::swz64(n, kk / 8u + ((lane >> 3) & 1u)));
+        b[2 * nj][0] = q[0], b[2 * nj][1] = q[1], b[2 * nj + 1][0] = q[2], b[2 * nj + 1][1] = q[3];
+      }
+#pragma unroll
+      for (unsigned mi = 0; mi < 2; mi++) {
+        uint32_t af[4];
+        sm80::ldsm_x4(af, sa + sm80::swz64(wm * 32u + mi * 16u + (lane & 15u), kk / 8u + (lane >> 4)));
+#pragma unroll
+        for (unsigned ni = 0; ni < 4; ni++) sm80::mma16816(acc[mi][ni], af, b[ni]);
+      }
+    }
+  }
+  sm80::cp_wait<0>();
+  const unsigned g = lane >> 2, t = lane & 3u;
+  const bool pair = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+#pragma unroll
+  for (unsigned mi = 0; mi < 2; mi++)
+#pragma unroll
+    for (unsigned h = 0; h < 2; h++) {
+      const int j = rows[wm * 32u + mi * 16u + g + 8u * h];
+      if (j < 0) continue;
+#pragma unroll
+      for (unsigned ni = 0; ni < 4; ni++) {
+        const unsigned col = n0 + wn * 32u + ni * 8u + 2u * t;
+        const float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+        const size_t o = (size_t)j * N + col;
+        if (F32_OUT) {
+          float *yf = static_cast<float *>(y);
+          if (pair && col + 1 < N) *reinterpret_cast<float2 *>(yf + o) = make_float2(v0, v1);
+          else {
+            if (col < N) yf[o] = v0;
+            if (col + 1 < N) yf[o + 1] = v1;
+          }
+        } else {
+          bf16 *yb = static_cast<bf16 *>(y);
+          if (pair && col + 1 < N)
+            *reinterpret_cast<uint32_t *>(yb + o) = (uint32_t)f32_to_bf16(v0) | ((uint32_t)f32_to_bf16(v1) << 16);
+          else {
+            if (col < N) yb[o] = f32_to_bf16(v0);
+            if (col + 1 < N) yb[o + 1] = f32_to_bf16(v1);
+          }
+        }
+      }
+    }
+}
+}  // namespace
+
+MK_KERNEL(moe_gate_up_sorted)(bf16 *__restrict__ gu, const bf16 *__restrict__ x, const int *__restrict__ perm,
+                              const int *__restrict__ tiles, const bf16 *__restrict__ w, unsigned r, unsigned k,
+                              unsigned h, unsigned n, unsigned e) {
+  sorted_tile<false>(gu, x, k, perm, tiles, w, r, h, n, e);
+}
+MK_CHECK(moe_gate_up_sorted, moe);
+
+MK_KERNEL(moe_down_sorted)(float *__restrict__ y, const bf16 *__restrict__ act, const int *__restrict__ perm,
+                           const int *__restrict__ tiles, const bf16 *__restrict__ w, unsigned r, unsigned h,
+                           unsigned n, unsigned e) {
+  sorted_tile<true>(y, act, 1u, perm, tiles, w, r, n, h, e);
+}
+MK_CHECK(moe_down_sorted, moe);
+#endif

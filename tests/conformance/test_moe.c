@@ -244,3 +244,139 @@ static void check_combine(metrale_kernel_id id, uint32_t feat_per_block) {
 
 Test(moe, moe_combine) { check_combine(METRALE_K_moe_combine, 0); }
 Test(moe, moe_combine_wide) { check_combine(METRALE_K_moe_combine_wide, 256); }
+
+/* ---- grouped projections: moe_sort, moe_gate_up_sorted, moe_down_sorted --------------- */
+
+static uint64_t moe_slots(uint32_t r, uint32_t e) { return ((uint64_t)r + 63) / 64 + e + 1; }
+
+/* kernels.def moe_sort, written out: a stable counting sort by expert, then the slots. */
+static void host_sort(int32_t *perm, int32_t *tiles, const int32_t *idx, uint32_t r, uint32_t e) {
+  const uint64_t s = moe_slots(r, e);
+  for (uint64_t t = 0; t < s; t++) tiles[3 * t] = -1, tiles[3 * t + 1] = 0, tiles[3 * t + 2] = 0;
+  uint32_t at = 0;
+  for (uint32_t x = 0; x < e; x++) {
+    const uint32_t o = at;
+    for (uint32_t j = 0; j < r; j++)
+      if (idx[j] == (int32_t)x) perm[at++] = (int32_t)j;
+    const uint32_t c = at - o;
+    for (uint32_t i = 0; 64 * i < c; i++) {
+      int32_t *tl = tiles + 3 * ((uint64_t)o / 64 + x + i);
+      tl[0] = (int32_t)x, tl[1] = (int32_t)(o + 64 * i), tl[2] = (int32_t)(c - 64 * i < 64 ? c - 64 * i : 64);
+    }
+  }
+  for (; at < r; at++) perm[at] = -1;
+}
+
+/* Expert ids: uniform, all on one expert (many full tiles), or uniform with one row in five
+ * outside [0, E) (left out of the lists). */
+typedef enum { IDS_UNIFORM, IDS_ONE, IDS_SOME_INVALID } ids_kind;
+static void fill_ids(mt_rng *rng, int32_t *idx, uint32_t r, uint32_t e, ids_kind kind) {
+  const uint32_t one = (uint32_t)mt_below(rng, e);
+  for (uint32_t j = 0; j < r; j++) {
+    idx[j] = kind == IDS_ONE ? (int32_t)one : (int32_t)mt_below(rng, e);
+    if (kind == IDS_SOME_INVALID && j % 5 == 2) idx[j] = j % 2 ? -1 : (int32_t)(e + j % 3);
+  }
+}
+
+Test(moe, moe_sort) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_sort);
+  static const struct {
+    uint32_t r, e;
+    ids_kind kind;
+  } shapes[] = {{1, 1, IDS_UNIFORM},   {5, 3, IDS_SOME_INVALID}, {64, 1, IDS_UNIFORM},  {65, 2, IDS_ONE},
+                {300, 4, IDS_ONE},     {130, 3, IDS_SOME_INVALID}, {640, 512, IDS_UNIFORM},
+                {4001, 16, IDS_SOME_INVALID}, {20480, 512, IDS_UNIFORM}, {7, 9, IDS_SOME_INVALID}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const uint32_t r = shapes[si].r, e = shapes[si].e;
+    const uint64_t s = moe_slots(r, e);
+    snprintf(ctx.shape, sizeof ctx.shape, "R=%u E=%u ids=%d", r, e, (int)shapes[si].kind);
+    int32_t *idx = cf_alloc(r, sizeof(int32_t)), *perm = cf_alloc(r, sizeof(int32_t));
+    int32_t *tiles = cf_alloc(3 * s, sizeof(int32_t));
+    fill_ids(&ctx.rng, idx, r, e, shapes[si].kind);
+    host_sort(perm, tiles, idx, r, e);
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_moe_sort, (gpu_dim3){e, 1, 1});
+    int bp = cf_buf_add(&l, "perm", CF_I32, CF_OUT, r, NULL, 0);
+    int bt = cf_buf_add(&l, "tiles", CF_I32, CF_OUT, 3 * s, NULL, 0);
+    int bi = cf_buf_add(&l, "idx", CF_I32, CF_IN, r, idx, 0);
+    cf_arg_buf(&l, bp);
+    cf_arg_buf(&l, bt);
+    cf_arg_buf(&l, bi);
+    cf_arg_u32(&l, r);
+    cf_arg_u32(&l, e);
+    if (cf_run(&ctx, &l, kern)) {
+      cf_check_exact(&ctx, "perm", cf_i32(&l, bp), perm, sizeof(int32_t), r);
+      cf_check_exact(&ctx, "tiles", cf_i32(&l, bt), tiles, sizeof(int32_t), 3 * s);
+    }
+    cf_launch_free(&l);
+    free(idx), free(perm), free(tiles);
+  }
+  cf_close(&ctx);
+}
+
+/* The projections' shapes, and two of tens of rows an expert (full and partial tiles,
+ * one expert with several), K past the 32-deep steps, N past the 128-column tiles. */
+static const moe_shape sorted_shapes[] = {{1, 1, 2, 16, 8},     {3, 2, 4, 129, 70},  {5, 4, 8, 64, 130},
+                                          {2, 3, 3, 7, 1},      {1, 10, 12, 264, 512}, {2, 2, 3, 2048, 520},
+                                          {100, 4, 5, 200, 136}, {300, 2, 3, 96, 64}};
+
+/* One of the two sorted projections: gate_up (x rows j / k, bf16 out) or down (act rows j,
+ * f32 out), every row routed to a valid expert so that the lists name all of them. */
+static void check_sorted(metrale_kernel_id id, int gate_up) {
+  CF_BEGIN(ctx, kern, id);
+  for (size_t si = 0; si < sizeof sorted_shapes / sizeof sorted_shapes[0]; si++) {
+    const moe_shape *sh = &sorted_shapes[si];
+    const uint32_t r = sh->t * sh->k, e = sh->e;
+    const uint32_t kin = gate_up ? sh->h : sh->n, nout = gate_up ? 2 * sh->n : sh->h; /* K, N of the product */
+    const uint64_t s = moe_slots(r, e);
+    snprintf(ctx.shape, sizeof ctx.shape, "R=%u k=%u E=%u K=%u N=%u", r, sh->k, e, kin, nout);
+    const size_t na = gate_up ? (size_t)sh->t * kin : (size_t)r * kin, nw = (size_t)e * nout * kin,
+                 ny = (size_t)r * nout;
+    metrale_bf16 *a = cf_alloc(na, 2), *w = cf_alloc(nw, 2);
+    int32_t *idx = cf_alloc(r, sizeof(int32_t)), *perm = cf_alloc(r, sizeof(int32_t));
+    int32_t *tiles = cf_alloc(3 * s, sizeof(int32_t));
+    mt_fill_bf16(&ctx.rng, a, na, -1, 1);
+    mt_fill_bf16(&ctx.rng, w, nw, -1, 1);
+    fill_ids(&ctx.rng, idx, r, e, si % 3 == 2 ? IDS_ONE : IDS_UNIFORM);
+    host_sort(perm, tiles, idx, r, e);
+    double *ref = cf_alloc(ny, sizeof(double));
+    for (uint32_t j = 0; j < r; j++)
+      for (uint32_t f = 0; f < nout; f++) {
+        const metrale_bf16 *wr = w + ((size_t)idx[j] * nout + f) * kin;
+        const metrale_bf16 *ar = a + (size_t)(gate_up ? j / sh->k : j) * kin;
+        double acc = 0.0;
+        for (uint32_t i = 0; i < kin; i++) acc += mt_bf(wr[i]) * mt_bf(ar[i]);
+        ref[(size_t)j * nout + f] = acc;
+      }
+    cf_launch l;
+    cf_launch_init(&l, id, (gpu_dim3){(uint32_t)s, (nout + 127) / 128, 1});
+    int by = gate_up ? cf_buf_add(&l, "gu", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16)
+                     : cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
+    int ba = cf_buf_add(&l, gate_up ? "x" : "act", CF_BF16, CF_IN, na, a, 0);
+    int bp = cf_buf_add(&l, "perm", CF_I32, CF_IN, r, perm, 0);
+    int bt = cf_buf_add(&l, "tiles", CF_I32, CF_IN, 3 * s, tiles, 0);
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, ba);
+    cf_arg_buf(&l, bp);
+    cf_arg_buf(&l, bt);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, r);
+    if (gate_up) cf_arg_u32(&l, sh->k);
+    cf_arg_u32(&l, sh->h);
+    cf_arg_u32(&l, gate_up ? nout : sh->n);
+    cf_arg_u32(&l, e);
+    if (cf_run(&ctx, &l, kern)) {
+      if (gate_up)
+        cf_check_bf16(&ctx, "gu", cf_bf16(&l, by), ref, ny, CF_TOL_BF16);
+      else
+        cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, ny, CF_TOL_F32);
+    }
+    cf_launch_free(&l);
+    free(a), free(w), free(idx), free(perm), free(tiles), free(ref);
+  }
+  cf_close(&ctx);
+}
+
+Test(moe, moe_gate_up_sorted) { check_sorted(METRALE_K_moe_gate_up_sorted, 1); }
+Test(moe, moe_down_sorted) { check_sorted(METRALE_K_moe_down_sorted, 0); }

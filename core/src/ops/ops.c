@@ -611,6 +611,61 @@ metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
   LAUNCH(o, st, moe_down, r, CEIL_DIV(h, 64), P(y), P(act), P(idx), P(w), U(r), U(h), U(n));
 }
 
+/* kernels.def moe_sort: 64-row tiles, S = ceil(R/64) + E + 1 slots of 3 ints. */
+#define MOE_TILE_ROWS 64u
+uint64_t metrale_ops_moe_slots(uint32_t r, uint32_t e) { return CEIL_DIV((uint64_t)r, MOE_TILE_ROWS) + e + 1; }
+
+/* The grouped projections pay off once the rows outnumber the experts by about half: with
+ * every token routed elsewhere (the bench's random inputs), on the H200 at E = 512, k = 10
+ * the per-row kernels take ~13.4 us more a token and the grouped ones ~3.4 us more on a
+ * base of ~0.86 ms (the grid of E + 1 slots and the weights of every routed expert), so they
+ * cross near 80 tokens, 800 rows: the layer at decode 64 takes 950 against 1078 us, at 256
+ * 3449 against 1725 (docs/perf-moe.md). */
+#define MOE_SORTED_ROWS_NUM 3u /* grouped from rows >= 3/2 experts */
+#define MOE_SORTED_ROWS_DEN 2u
+static int moe_sorted_fits(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
+  const uint64_t slots = metrale_ops_moe_slots(r, e);
+  return o->k[METRALE_K_moe_sort] && o->k[METRALE_K_moe_gate_up_sorted] && o->k[METRALE_K_moe_down_sorted] &&
+         e > 0 && k <= e && (uint64_t)r * MOE_SORTED_ROWS_DEN >= (uint64_t)e * MOE_SORTED_ROWS_NUM &&
+         slots <= 0x7fffffffu &&
+         CEIL_DIV(2ull * mi, 128) <= 65535 && CEIL_DIV(h, 128) <= 65535;
+}
+
+const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
+  if (moe_sorted_fits(o, r, k, e, h, mi))
+    return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted (64-row tiles an expert)";
+  return "moe.moe_gate_up, moe.moe_down (a block a routed row)";
+}
+
+static metrale_status moe_sort_rows(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, uint32_t r,
+                                    uint32_t e) {
+  LAUNCH(o, st, moe_sort, e, 1, P(b->perm), P(b->tiles), P(b->idx), U(r), U(e));
+}
+static metrale_status moe_gate_up_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
+                                         gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n, uint32_t e) {
+  LAUNCH(o, st, moe_gate_up_sorted, (uint32_t)metrale_ops_moe_slots(r, e), CEIL_DIV(n, 128), P(b->gu), P(x),
+         P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
+}
+static metrale_status moe_down_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr w,
+                                      uint32_t r, uint32_t h, uint32_t n, uint32_t e) {
+  LAUNCH(o, st, moe_down_sorted, (uint32_t)metrale_ops_moe_slots(r, e), CEIL_DIV(h, 128), P(b->y), P(b->act),
+         P(b->perm), P(b->tiles), P(w), U(r), U(h), U(n), U(e));
+}
+
+metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
+                              gpu_ptr w_gate_up, gpu_ptr w_down, uint32_t r, uint32_t k, uint32_t h, uint32_t mi,
+                              uint32_t e) {
+  if (moe_sorted_fits(o, r, k, e, h, mi)) {
+    METRALE_RETURN_IF_ERROR(moe_sort_rows(o, st, b, r, e));
+    METRALE_RETURN_IF_ERROR(moe_gate_up_sorted(o, st, b, x, w_gate_up, r, k, h, 2 * mi, e));
+    METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
+    return moe_down_sorted(o, st, b, w_down, r, h, mi, e);
+  }
+  METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, b->gu, x, b->idx, w_gate_up, r, k, h, 2 * mi));
+  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
+  return op_moe_down(o, st, b->y, b->act, b->idx, w_down, r, h, mi);
+}
+
 metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
                               gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
                               uint32_t h, uint32_t ld, uint32_t col) {

@@ -126,6 +126,20 @@ metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, g
                               gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n);
 metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr act, gpu_ptr idx,
                            gpu_ptr w, uint32_t r, uint32_t h, uint32_t n);
+/* The routed experts' buffers for R = T*k rows: idx i32 [R] (moe_topk), perm i32 [R] and
+ * tiles i32 [metrale_ops_moe_slots(R, E), 3] (moe_sort's lists), gu bf16 [R, 2mI], act bf16
+ * [R, mI], y f32 [R, H]. */
+typedef struct metrale_moe_buffers {
+  gpu_ptr idx, perm, tiles, gu, act, y;
+} metrale_moe_buffers;
+uint64_t metrale_ops_moe_slots(uint32_t r, uint32_t e);
+/* y[j] = down_e(silu(gate_e(x[j/k])) * up_e(x[j/k])), e = idx[j]: grouped GEMMs by expert
+ * (moe_sort and the _sorted projections) where they are provided, k <= E and the rows are
+ * at least a few an expert; else a block a routed row. */
+metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
+                              gpu_ptr w_gate_up, gpu_ptr w_down, uint32_t r, uint32_t k, uint32_t h, uint32_t mi,
+                              uint32_t e);
+const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
 metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
                               gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
                               uint32_t h, uint32_t ld, uint32_t col);

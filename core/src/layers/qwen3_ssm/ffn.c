@@ -28,10 +28,8 @@ static metrale_status moe(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, 
   METRALE_RETURN_IF_ERROR(op_gemm_f32(o, st, s->logits, xn, w->router, tc, d->E + 1, d->H));
   METRALE_RETURN_IF_ERROR(op_moe_topk(o, st, s->idx, s->rw, s->logits, tc, d->E, d->E + 1, d->topk,
                                       (uint32_t)L->cfg.norm_topk_prob));
-  METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, s->f_gu, xn, s->idx, w->exp_gate_up, rows, d->topk,
-                                         d->H, 2 * d->mI));
-  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->f_act, s->f_gu, rows, d->mI));
-  METRALE_RETURN_IF_ERROR(op_moe_down(o, st, s->ey, s->f_act, s->idx, w->exp_down, rows, d->H, d->mI));
+  const metrale_moe_buffers b = {s->idx, s->perm, s->tiles, s->f_gu, s->f_act, s->ey};
+  METRALE_RETURN_IF_ERROR(op_moe_experts(o, st, &b, xn, w->exp_gate_up, w->exp_down, rows, d->topk, d->H, d->mI, d->E));
   METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->s_gu, xn, w->sh_gate_up, tc, 2 * d->sI, d->H));
   METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->s_act, s->s_gu, tc, d->sI));
   METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_out, s->s_act, w->sh_down, tc, d->H, d->sI));

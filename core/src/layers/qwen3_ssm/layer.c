@@ -129,6 +129,19 @@ static void describe_decode(const metrale_ops *o, const qwen3_ssm_dims *d, FILE 
           metrale_ops_gdn_decode_path(o, d->nk, d->nv, d->dk, d->dv));
 }
 
+/* The MoE FFN's kernels, the routed experts' at the audit's decode batches and prefill. */
+static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
+  static const uint32_t tokens[] = {1, 8, 64, 256, 4096};
+  fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.%s, the routed experts, moe.%s\n", d->E,
+          d->topk, d->mI, d->sI, metrale_ops_kernel_or(o, METRALE_K_moe_topk_warp, METRALE_K_moe_topk),
+          metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
+  for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
+    const uint32_t tc = tokens[i] < QWEN3_SSM_FFN_CHUNK ? tokens[i] : QWEN3_SSM_FFN_CHUNK; /* ffn.c's chunks */
+    fprintf(out, "    routed experts, %s %4u:    %s\n", tokens[i] == 4096 ? "prefill" : "decode ", tokens[i],
+            metrale_ops_moe_path(o, tc * d->topk, d->topk, d->E, d->H, d->mI));
+  }
+}
+
 metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metrale_qwen3_config *cfg,
                                                 uint32_t layer_index, FILE *out) {
   const int moe = metrale_config_layer_is_moe(cfg, layer_index);
@@ -142,6 +155,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
   describe_z(&ops, &d, out);
   describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n", metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv));
+  if (moe) describe_moe(&ops, &d, out);
   return METRALE_OK;
 }
 
@@ -179,10 +193,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           metrale_ops_kernel_or(o, METRALE_K_gated_rmsnorm_rows, METRALE_K_gated_rmsnorm));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(o));
   if (L->moe)
-    fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.%s, moe.moe_gate_up, moe.moe_down, "
-                 "moe.%s\n", d->E, d->topk, d->mI, d->sI,
-            metrale_ops_kernel_or(o, METRALE_K_moe_topk_warp, METRALE_K_moe_topk),
-            metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
+    describe_moe(o, d, out);
   else
     fprintf(out, "  dense MLP width %u: gemm + elementwise.silu_mul\n", d->I);
 }

@@ -61,6 +61,8 @@ typedef struct qwen3_ssm_scratch {
   gpu_ptr f_out;   /* bf16 [Tc, H]  dense down / shared expert out */
   gpu_ptr logits;  /* f32  [Tc, E+1] */
   gpu_ptr idx;     /* i32  [Tc, k] */
+  gpu_ptr perm;    /* i32  [Tc*k]  routed rows by expert (moe_sort) */
+  gpu_ptr tiles;   /* i32  [ceil(Tc*k/64) + E + 1, 3] */
   gpu_ptr rw;      /* f32  [Tc, k] */
   gpu_ptr ey;      /* f32  [Tc*k, H] */
   gpu_ptr s_gu;    /* bf16 [Tc, 2sI] */
