@@ -444,8 +444,16 @@ MK_CHECK(moe_sort, moe);
 namespace {
 constexpr unsigned kGBlock = mk_block("moe_gate_up_sorted");
 static_assert(kGBlock == 256 && mk_block("moe_down_sorted") == 256, "8 warps: 2 x 4 warp tiles of 32 x 32");
-constexpr unsigned GBM = kTileRows, GBN = 128, GBK = 32, GSTAGES = 3; /* kernels.def: 64 x 128 tiles */
-constexpr unsigned GA_BYTES = GBM * 64u, GB_BYTES = GBN * 64u, GSTAGE = GA_BYTES + GB_BYTES;
+constexpr unsigned GBM = kTileRows, GBN = 128, GBK = 64, GSTAGES = 3; /* kernels.def: 64 x 128 tiles */
+constexpr unsigned GROW = GBK * 2u, GCH = GBK / 8u; /* bytes and 16-byte chunks of a stage row */
+constexpr unsigned GA_BYTES = GBM * GROW, GB_BYTES = GBN * GROW, GSTAGE = GA_BYTES + GB_BYTES;
+static_assert(mk_shared("moe_gate_up_sorted") == GSTAGES * GSTAGE && mk_shared("moe_down_sorted") == GSTAGES * GSTAGE,
+              "kernels.def METRALE_KERNEL_SHARED rows: the ring");
+extern __shared__ __align__(128) unsigned char moe_ring[];
+/* Chunk c of stage row r, XOR-permuted so that the 8 rows one ldmatrix reads fall in
+ * different banks.  k steps of 64 rather than 32: half the barriers a FLOP (H200, layer
+ * decode 256: 1804 -> 1325 us; docs/perf-moe.md). */
+__device__ __forceinline__ uint32_t gswz(unsigned r, unsigned c) { return r * GROW + ((c ^ (r & 7u)) << 4); }
 
 /* 16-byte chunk c of k step ks of row `row` of src [.., K] into the tile at dst: cp.async
  * where the chunk is whole and aligned (vec), else element by element; zeros outside. */
@@ -464,14 +472,14 @@ __device__ __forceinline__ void chunk_in(uint32_t dst, const bf16 *__restrict__ 
                : "memory");
 }
 
-/* One slot's 64 x 128 block: out[j, n0..] = w_e [N, K] . a[arow(j)] for the slot's rows j.
+/* One slot's 64 x 128 block: out[j, n0..] = w_e [N, K] . a[arow(j)] for the slot's rows j,
+ * k steps of 64 through a 3-stage cp.async ring in dynamic shared memory (72 KiB).
  * ROW_DIV: activation row of output row j is j / div (gate_up: the token) or j (down). */
 template <bool F32_OUT>
 __device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a, unsigned div,
                                             const int *__restrict__ perm, const int *__restrict__ tiles,
                                             const bf16 *__restrict__ w, unsigned r, unsigned K, unsigned N,
                                             unsigned e) {
-  __shared__ __align__(128) unsigned char smem[GSTAGES * GSTAGE];
   __shared__ int rows[GBM]; /* output row of each tile row, -1 past the slot's rows */
   const uint64_t slot = blockIdx.x;
   const unsigned n0 = blockIdx.y * GBN;
@@ -487,19 +495,28 @@ __device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a,
   __syncthreads();
   const bf16 *we = w + (size_t)ex * N * K; /* [N, K] */
   const bool vec = K % 8u == 0 && aligned16(a) && aligned16(w);
-  const uint32_t s0 = sm80::smem_u32(smem);
-  /* this thread's chunks: A row tid / 4 (one), B rows tid / 4 and 64 + tid / 4 (two) */
-  const unsigned cr = tid / 4u, cc = tid % 4u;
-  const int aj = rows[cr];
-  const bf16 *arow = aj >= 0 ? a + (size_t)((unsigned)aj / div) * K : a;
-  const bf16 *brow0 = we + (size_t)(n0 + cr) * K, *brow1 = we + (size_t)(n0 + 64u + cr) * K;
-  const bool bin0 = n0 + cr < N, bin1 = n0 + 64u + cr < N;
+  const uint32_t s0 = sm80::smem_u32(moe_ring);
+  /* this thread's chunks: column cc of A rows cr + 256 i / GCH, of B rows cr + 256 i / GCH */
+  constexpr unsigned RSTEP = kGBlock / GCH; /* rows a pass of the block's threads covers */
+  const unsigned cr = tid / GCH, cc = tid % GCH;
+  const bf16 *arow[GBM / RSTEP];
+  bool ain[GBM / RSTEP];
+#pragma unroll
+  for (unsigned i = 0; i < GBM / RSTEP; i++) {
+    const int aj = rows[cr + i * RSTEP];
+    ain[i] = aj >= 0;
+    arow[i] = ain[i] ? a + (size_t)((unsigned)aj / div) * K : a;
+  }
   auto load = [&](unsigned kt) {
     const uint32_t at = s0 + (kt % GSTAGES) * GSTAGE;
     const unsigned k = kt * GBK + cc * 8u;
-    chunk_in(at + sm80::swz64(cr, cc), arow, aj >= 0, K, k, vec);
-    chunk_in(at + GA_BYTES + sm80::swz64(cr, cc), brow0, bin0, K, k, vec);
-    chunk_in(at + GA_BYTES + sm80::swz64(64u + cr, cc), brow1, bin1, K, k, vec);
+#pragma unroll
+    for (unsigned i = 0; i < GBM / RSTEP; i++) chunk_in(at + gswz(cr + i * RSTEP, cc), arow[i], ain[i], K, k, vec);
+#pragma unroll
+    for (unsigned i = 0; i < GBN / RSTEP; i++) {
+      const unsigned n = n0 + cr + i * RSTEP;
+      chunk_in(at + GA_BYTES + gswz(cr + i * RSTEP, cc), we + (size_t)n * K, n < N, K, k, vec);
+    }
   };
   float acc[2][4][4];
 #pragma unroll
@@ -527,13 +544,13 @@ __device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a,
       for (unsigned nj = 0; nj < 2; nj++) {
         const unsigned n = wn * 32u + nj * 16u + (lane & 7u) + ((lane >> 4) << 3);
         uint32_t q[4];
-        sm80::ldsm_x4(q, sb + sm80::swz64(n, kk / 8u + ((lane >> 3) & 1u)));
+        sm80::ldsm_x4(q, sb + gswz(n, kk / 8u + ((lane >> 3) & 1u)));
         b[2 * nj][0] = q[0], b[2 * nj][1] = q[1], b[2 * nj + 1][0] = q[2], b[2 * nj + 1][1] = q[3];
       }
 #pragma unroll
       for (unsigned mi = 0; mi < 2; mi++) {
         uint32_t af[4];
-        sm80::ldsm_x4(af, sa + sm80::swz64(wm * 32u + mi * 16u + (lane & 15u), kk / 8u + (lane >> 4)));
+        sm80::ldsm_x4(af, sa + gswz(wm * 32u + mi * 16u + (lane & 15u), kk / 8u + (lane >> 4)));
 #pragma unroll
         for (unsigned ni = 0; ni < 4; ni++) sm80::mma16816(acc[mi][ni], af, b[ni]);
       }
