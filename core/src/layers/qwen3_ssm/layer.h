@@ -6,8 +6,11 @@
 #include "ops/ops.h"
 
 /* FFN work is token-independent, so it runs in chunks of this many tokens to bound the
- * routed-expert buffers ([chunk*k, H] f32). */
-#define QWEN3_SSM_FFN_CHUNK 2048u
+ * routed-expert buffers ([chunk*k, H] f32: 335 MB at the 80B-A3B shape).  The grouped expert
+ * projections read every routed expert's weights once a chunk, so chunks of 2048 tokens read
+ * them twice for a 4096-token prompt (H200, layer prefill 4096: 4.89 -> 3.62-3.68 ms,
+ * 16384: 19.1 -> 14.5-14.8 ms; docs/perf-moe.md). */
+#define QWEN3_SSM_FFN_CHUNK 4096u
 
 typedef struct qwen3_ssm_dims {
   uint32_t H;            /* hidden */
