@@ -615,14 +615,13 @@ metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
 #define MOE_TILE_ROWS 64u
 uint64_t metrale_ops_moe_slots(uint32_t r, uint32_t e) { return CEIL_DIV((uint64_t)r, MOE_TILE_ROWS) + e + 1; }
 
-/* The grouped projections pay off once the rows outnumber the experts by about half: with
- * every token routed elsewhere (the bench's random inputs), on the H200 at E = 512, k = 10
- * the per-row kernels take ~13.4 us more a token and the grouped ones ~3.4 us more on a
- * base of ~0.86 ms (the grid of E + 1 slots and the weights of every routed expert), so they
- * cross near 80 tokens, 800 rows: the layer at decode 64 takes 950 against 1078 us, at 256
- * 3449 against 1725 (docs/perf-moe.md). */
-#define MOE_SORTED_ROWS_NUM 3u /* grouped from rows >= 3/2 experts */
-#define MOE_SORTED_ROWS_DEN 2u
+/* The grouped projections pay off once there are about two routed rows for every three
+ * experts: with every token routed elsewhere (the bench's random inputs), on the H200 at
+ * E = 512, k = 10 the layer takes 549 / 756 / 962 us at decode 32 / 48 / 64 with the per-row
+ * kernels and 559 / 686 / 801 with the grouped ones (docs/perf-moe.md), so they cross near
+ * 34 tokens, 340 rows. */
+#define MOE_SORTED_ROWS_NUM 2u /* grouped from rows >= 2/3 experts */
+#define MOE_SORTED_ROWS_DEN 3u
 static int moe_sorted_fits(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
   const uint64_t slots = metrale_ops_moe_slots(r, e);
   return o->k[METRALE_K_moe_sort] && o->k[METRALE_K_moe_gate_up_sorted] && o->k[METRALE_K_moe_down_sorted] &&
