@@ -149,16 +149,27 @@ static metrale_status gemm(void *y, int y_f32, const metrale_bf16 *x, const metr
   return METRALE_OK;
 }
 
+void cpu_rows_by_expert(uint32_t *start, uint32_t *rows, const int32_t *idx, uint32_t r, uint32_t e) {
+  memset(start, 0, ((size_t)e + 1) * sizeof *start);
+  for (uint32_t j = 0; j < r; j++)
+    if (idx[j] >= 0 && (uint32_t)idx[j] < e) start[idx[j] + 1]++;
+  for (uint32_t x = 0; x < e; x++) start[x + 1] += start[x];
+  for (uint32_t j = 0; j < r; j++) /* place; start[x] advances to the end of bucket x */
+    if (idx[j] >= 0 && (uint32_t)idx[j] < e) rows[start[idx[j]]++] = j;
+  for (uint32_t x = e; x > 0; x--) start[x] = start[x - 1]; /* back to bucket starts */
+  start[0] = 0;
+}
+
 metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32_t x_div,
                                const int32_t *idx, uint32_t r, const metrale_bf16 *w, uint32_t n,
                                uint32_t k) {
   if (r == 0 || n == 0) return METRALE_OK;
-  /* bucket the rows by expert (counting sort), so that each expert's weights are
-   * streamed once for all the rows routed to it */
+  /* bucket the rows by expert, so that each expert's weights are streamed once for all
+   * the rows routed to it */
   uint32_t experts = 0;
   for (uint32_t j = 0; j < r; j++)
     if (idx[j] >= 0 && (uint32_t)idx[j] + 1 > experts) experts = (uint32_t)idx[j] + 1;
-  uint32_t *start = calloc((size_t)experts + 1, sizeof *start); /* [E+1] */
+  uint32_t *start = malloc(((size_t)experts + 1) * sizeof *start); /* [E+1] */
   uint32_t *yrow = malloc((size_t)r * sizeof *yrow), *xrow = malloc((size_t)r * sizeof *xrow);
   float *xf = NULL;
   size_t x_rows = ((size_t)r + x_div - 1) / x_div;
@@ -169,17 +180,8 @@ metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32
     free(start), free(yrow), free(xrow);
     return s;
   }
-  for (uint32_t j = 0; j < r; j++)
-    if (idx[j] >= 0) start[idx[j] + 1]++;
-  for (uint32_t e = 0; e < experts; e++) start[e + 1] += start[e];
-  for (uint32_t j = 0; j < r; j++) { /* place; start[e] advances to the end of bucket e */
-    if (idx[j] < 0) continue;
-    uint32_t at = start[idx[j]]++;
-    yrow[at] = j;
-    xrow[at] = j / x_div;
-  }
-  for (uint32_t e = experts; e > 0; e--) start[e] = start[e - 1]; /* back to bucket starts */
-  start[0] = 0;
+  cpu_rows_by_expert(start, yrow, idx, r, experts);
+  for (uint32_t i = 0; i < start[experts]; i++) xrow[i] = yrow[i] / x_div;
   /* a negative id (no expert) gives a zero row rather than a wild read */
   for (uint32_t j = 0; j < r; j++)
     if (idx[j] < 0)
@@ -202,7 +204,7 @@ metrale_status cpu_expert_gemm_sorted(void *y, int y_f32, const metrale_bf16 *x,
                                       const metrale_bf16 *w, uint32_t n, uint32_t k) {
   if (r == 0 || n == 0) return METRALE_OK;
   if (x_div == 0) return METRALE_ERROR(INVALID_ARGUMENT, "sorted expert gemm: %u rows a token", x_div);
-  const uint64_t slots = ((uint64_t)r + 63) / 64 + e + 1;
+  const uint64_t slots = cpu_moe_slots(r, e);
   for (uint64_t t = 0; t < slots; t++) { /* a hostile list must not make us read or write wildly */
     const int32_t ex = tiles[3 * t], p = tiles[3 * t + 1], m = tiles[3 * t + 2];
     if (ex < 0) continue;

@@ -105,18 +105,16 @@ metrale_status cpu_k_moe_down(const gpu_arg *args) {
                       cpu_arg_u(args, 6));
 }
 
-/* Counting sort of the routed rows by expert, stable (kernels.def moe_sort). */
+/* The routed rows by expert and their 64-row tiles (kernels.def moe_sort). */
 metrale_status cpu_k_moe_sort(const gpu_arg *args) {
   int32_t *perm = cpu_arg_p(args, 0), *tiles = cpu_arg_p(args, 1);
   const int32_t *idx = cpu_arg_p(args, 2);
   const uint32_t r = cpu_arg_u(args, 3), e = cpu_arg_u(args, 4);
-  const uint64_t slots = ((uint64_t)r + 63) / 64 + e + 1;
-  uint32_t *start = calloc((size_t)e + 1, sizeof *start); /* [E+1]: bucket starts, then ends */
+  uint32_t *start = malloc(((size_t)e + 1) * sizeof *start); /* [E+1] */
   if (!start) return METRALE_ERROR(OUT_OF_MEMORY, "moe_sort: %u experts", e);
-  for (uint32_t j = 0; j < r; j++)
-    if (idx[j] >= 0 && (uint32_t)idx[j] < e) start[idx[j] + 1]++;
-  for (uint32_t x = 0; x < e; x++) start[x + 1] += start[x];
-  const uint32_t listed = start[e];
+  cpu_rows_by_expert(start, (uint32_t *)perm, idx, r, e);
+  for (uint32_t i = start[e]; i < r; i++) perm[i] = -1;
+  const uint64_t slots = cpu_moe_slots(r, e);
   for (uint64_t t = 0; t < slots; t++) tiles[3 * t] = -1, tiles[3 * t + 1] = 0, tiles[3 * t + 2] = 0;
   for (uint32_t x = 0; x < e; x++) { /* expert x: rows [start[x], start[x+1]) of perm */
     const uint32_t o = start[x], c = start[x + 1] - o;
@@ -125,9 +123,6 @@ metrale_status cpu_k_moe_sort(const gpu_arg *args) {
       tl[0] = (int32_t)x, tl[1] = (int32_t)(o + 64 * i), tl[2] = (int32_t)(c - 64 * i < 64 ? c - 64 * i : 64);
     }
   }
-  for (uint32_t j = 0; j < r; j++) /* place; start[x] advances through bucket x */
-    if (idx[j] >= 0 && (uint32_t)idx[j] < e) perm[start[idx[j]]++] = (int32_t)j;
-  for (uint32_t i = listed; i < r; i++) perm[i] = -1;
   free(start);
   return METRALE_OK;
 }
