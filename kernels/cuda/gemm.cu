@@ -106,11 +106,7 @@ __device__ __forceinline__ uint32_t dyn_smem_base() {
 using sm80::cp_async16;
 using sm80::cp_commit;
 using sm80::cp_wait;
-__device__ __forceinline__ void st_shared16(uint32_t dst, uint4 v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z),
-               "r"(v.w)
-               : "memory");
-}
+using sm80::st_shared16;
 using sm80::ldsm_x4;
 __device__ __forceinline__ float2 lds_f2(uint32_t addr) {
   float2 v;

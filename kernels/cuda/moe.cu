@@ -455,7 +455,7 @@ extern __shared__ __align__(128) unsigned char moe_ring[];
  * decode 256: 1804 -> 1325 us; docs/perf-moe.md). */
 __device__ __forceinline__ uint32_t gswz(unsigned r, unsigned c) { return r * GROW + ((c ^ (r & 7u)) << 4); }
 
-/* 16-byte chunk c of k step ks of row `row` of src [.., K] into the tile at dst: cp.async
+/* Elements k .. k+7 of the row src [K] (in: the row exists) into the 16 bytes at dst: cp.async
  * where the chunk is whole and aligned (vec), else element by element; zeros outside. */
 __device__ __forceinline__ void chunk_in(uint32_t dst, const bf16 *__restrict__ src, bool in, unsigned K, unsigned k,
                                          bool vec) {
@@ -468,13 +468,13 @@ __device__ __forceinline__ void chunk_in(uint32_t dst, const bf16 *__restrict__ 
 #pragma unroll
     for (unsigned i = 0; i < 8; i++)
       if (k + i < K) v[i / 2] |= (uint32_t)src[k + i] << (16u * (i % 2u));
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
-               : "memory");
+  sm80::st_shared16(dst, make_uint4(v[0], v[1], v[2], v[3]));
 }
 
 /* One slot's 64 x 128 block: out[j, n0..] = w_e [N, K] . a[arow(j)] for the slot's rows j,
  * k steps of 64 through a 3-stage cp.async ring in dynamic shared memory (72 KiB).
- * ROW_DIV: activation row of output row j is j / div (gate_up: the token) or j (down). */
+ * The activation row of output row j is a[j / div]: the token for gate_up (div = k), the
+ * row itself for down (div = 1). */
 template <bool F32_OUT>
 __device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a, unsigned div,
                                             const int *__restrict__ perm, const int *__restrict__ tiles,
@@ -496,7 +496,7 @@ __device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a,
   const bf16 *we = w + (size_t)ex * N * K; /* [N, K] */
   const bool vec = K % 8u == 0 && aligned16(a) && aligned16(w);
   const uint32_t s0 = sm80::smem_u32(moe_ring);
-  /* this thread's chunks: column cc of A rows cr + 256 i / GCH, of B rows cr + 256 i / GCH */
+  /* this thread's chunks: chunk cc of A rows cr + i RSTEP and of B rows cr + i RSTEP */
   constexpr unsigned RSTEP = kGBlock / GCH; /* rows a pass of the block's threads covers */
   const unsigned cr = tid / GCH, cc = tid % GCH;
   const bf16 *arow[GBM / RSTEP];
