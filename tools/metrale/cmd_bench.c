@@ -39,31 +39,6 @@ static metrale_status case_once(void *p) {
   return metrale_qwen3_ssm_prefill(c->layer, c->pool, c->part, c->cu, c->slots, 1, c->x, c->y, NULL);
 }
 
-/* Distinct random rows as input (the mixer part reads f32, the layer bf16): every token
- * different, so that the MoE router spreads a batch over many experts, as the byte counts
- * below assume (a constant input sent every token to the same ten). */
-static metrale_status fill_inputs(gpu_backend *be, gpu_ptr x, uint64_t n, metrale_part part) {
-  const int f32 = part == METRALE_PART_MIXER;
-  void *host = malloc(n * (f32 ? 4 : 2) + 1);
-  if (!host) return METRALE_ERROR(OUT_OF_MEMORY, "bench: %llu host input values", (unsigned long long)n);
-  uint64_t r = 0x2545f4914f6cdd1dull;
-  for (uint64_t i = 0; i < n; i++) {
-    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-    const float v = (float)((int64_t)(r >> 40) - (1 << 23)) / (float)(1 << 23); /* [-1, 1) */
-    if (f32) {
-      ((float *)host)[i] = v;
-    } else {
-      uint32_t u;
-      memcpy(&u, &v, 4);
-      ((uint16_t *)host)[i] = (uint16_t)(u >> 16);
-    }
-  }
-  metrale_status s = be->vt->copy_h2d(be, x, host, n * (f32 ? 4 : 2), NULL);
-  if (!s) s = be->vt->stream_sync(be, NULL);
-  free(host);
-  return s;
-}
-
 /* Bytes a call must move and FLOPs it must do, counted from the shapes. */
 static void count(const metrale_qwen3_config *g, metrale_part part, int moe, int decode, uint32_t n,
                   double *bytes, double *flops) {
@@ -111,6 +86,27 @@ static metrale_status core_once(void *p) {
 static float core_uniform(uint64_t *x, float lo, float hi) { /* xorshift64* */
   *x ^= *x >> 12, *x ^= *x << 25, *x ^= *x >> 27;
   return lo + (hi - lo) * (float)((*x * 2685821657736338717ull) >> 40) / (float)(1u << 24);
+}
+
+/* Distinct random rows in [-1, 1) as input (the mixer part reads f32, the layer bf16): every
+ * token different, so that the MoE router spreads a batch over many experts, as count()
+ * assumes (a constant input sent every token to the same ten). */
+static metrale_status fill_inputs(gpu_backend *be, gpu_ptr x, uint64_t n, metrale_part part) {
+  const int f32 = part == METRALE_PART_MIXER;
+  void *host = malloc(n * (f32 ? 4 : 2) + 1);
+  if (!host) return METRALE_ERROR(OUT_OF_MEMORY, "bench: %llu host input values", (unsigned long long)n);
+  uint64_t r = 0x2545f4914f6cdd1dull;
+  for (uint64_t i = 0; i < n; i++) {
+    const float v = core_uniform(&r, -1, 1);
+    if (f32)
+      ((float *)host)[i] = v;
+    else
+      ((metrale_bf16 *)host)[i] = metrale_f32_to_bf16(v);
+  }
+  metrale_status s = be->vt->copy_h2d(be, x, host, n * (f32 ? 4 : 2), NULL);
+  if (!s) s = be->vt->sync(be);
+  free(host);
+  return s;
 }
 
 /* FLOPs per token of the chunked algorithm (chunks of 64): K K^T, Q K^T, W, U, W S, Q S,
