@@ -176,9 +176,14 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
     return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s is compiled for blocks of (%u,1,1), launched "
                          "with (%u,%u,%u)", info->module, info->name, pl->block, block.x,
                          block.y, block.z);
-  if (shared_bytes)
-    return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: Vulkan kernels take no dynamic shared memory",
-                         info->module, info->name);
+  /* The shaders declare their workgroup memory statically (checked against the device's
+   * limit when the pipeline is made); the manifest's dynamic amount (METRALE_KERNEL_SHARED),
+   * which the CUDA kernels of the same row take, is accepted and unused.  Any other amount
+   * is a caller's mistake. */
+  if (shared_bytes && shared_bytes != info->shared_bytes)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: %u bytes of dynamic shared memory; the Vulkan "
+                         "kernels take none beyond the manifest's %u", info->module, info->name,
+                         shared_bytes, info->shared_bytes);
   METRALE_RETURN_IF_ERROR(check_limits(info, args));
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return METRALE_OK;
 

@@ -121,6 +121,19 @@ Test(vulkan_device, launch_checks) {
   args[3] = gpu_arg_f32(8.0f);
   VKT_FAILS(be->vt->launch(be, add, one, block, 0, NULL, args, 4), INVALID_ARGUMENT);
 
+  /* a row with dynamic shared memory (for CUDA) launches with the manifest's amount, which
+   * the shader does not use (its workgroup memory is static), and with no other; the slot
+   * read is (-1, -1, -1): nothing to do */
+  gpu_kernel gate_up = 0;
+  VKT_OK(be->vt->kernel(be, "moe", "moe_gate_up_sorted", &gate_up));
+  const uint32_t gu_shared = metrale_kernel_info_get(METRALE_K_moe_gate_up_sorted)->shared_bytes;
+  cr_expect_gt(gu_shared, 0u, "moe_gate_up_sorted has a METRALE_KERNEL_SHARED row");
+  VKT_OK(be->vt->memset(be, buf, 0xff, 1024, NULL));
+  gpu_arg ga[10] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf),
+                    gpu_arg_u32(1), gpu_arg_u32(1), gpu_arg_u32(1), gpu_arg_u32(1), gpu_arg_u32(1)};
+  VKT_OK(be->vt->launch(be, gate_up, one, block, gu_shared, NULL, ga, 10));
+  VKT_FAILS(be->vt->launch(be, gate_up, one, block, gu_shared + 16, NULL, ga, 10), INVALID_ARGUMENT);
+
   /* the delta rule keeps a state column per invocation: dk beyond it is refused */
   gpu_arg d[11] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf),
                    gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(1), gpu_arg_u32(1),

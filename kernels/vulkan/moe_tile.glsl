@@ -1,0 +1,90 @@
+// A routed projection as grouped GEMMs (moe.moe_gate_up_sorted, moe.moe_down_sorted): the
+// workgroup (slot, n block) of the grid (S, ceil(N/128)) reads slot (e, p, m) of tiles
+// (moe_sort) and computes the 64 x 128 tile out[perm[p + r], n0 + c] = w[e, n0 + c, :] .
+// a(perm[p + r]) for its m <= 64 rows r, so each weight element it stages serves up to 64
+// routed rows instead of one.  Each of the 256 invocations owns 8 rows (ty + 8 i) and 4
+// columns (tx + 32 j); K is walked in slices of 16 staged (as fp32, zero past K) in shared
+// memory.  Sums run over k in order, in fp32.  Slots (-1, 0, 0) do nothing.
+// The includer defines MOE_GATE_UP: 1 for gate_up (a(j) = x[j / k, :] of K = h, out gu
+// bf16 [R, N = n]), 0 for down (a(j) = act[j, :] of K = n, out y f32 [R, N = h]).
+#if LOCAL_SIZE != 256
+#error "the grouped tile is laid out for 256 invocations"
+#endif
+
+#define TM 64u
+#define TN 128u
+#define SLICE 16u
+
+#if MOE_GATE_UP
+#define MOE_K args.h
+#define MOE_N args.n
+#define MOE_A_ROW(j) (uint64_t((j) / args.k) * MOE_K)
+#define MOE_A args.x
+#else
+#define MOE_K args.n
+#define MOE_N args.h
+#define MOE_A_ROW(j) (uint64_t(j) * MOE_K)
+#define MOE_A args.act
+#endif
+
+shared float as_[SLICE][TM];
+shared float ws_[SLICE][TN];
+shared int rows_[TM];
+
+void main() {
+  uint slot = gl_WorkGroupID.x, n0 = gl_WorkGroupID.y * TN;
+  uint K = MOE_K, N = MOE_N;
+  I32 tile = i32_at(args.tiles, uint64_t(slot) * 3ul);
+  int e = tile.v[0];
+  if (e < 0 || uint(e) >= args.e || n0 >= N) return;  // uniform over the workgroup
+#if MOE_GATE_UP
+  if (args.k == 0u) return;
+#endif
+  uint p = uint(tile.v[1]), m = min(uint(tile.v[2]), TM);
+  uint t = gl_LocalInvocationID.x, tx = t % 32u, ty = t / 32u;
+  if (t < TM) rows_[t] = t < m && p + t < args.r ? I32(args.perm).v[p + t] : -1;
+  memoryBarrierShared();
+  barrier();
+
+  uint64_t w0 = uint64_t(e) * N * K;
+  float acc[8][4];
+  for (uint i = 0; i < 8u; i++)
+    for (uint j = 0; j < 4u; j++) acc[i][j] = 0.0;
+
+  for (uint k0 = 0; k0 < K; k0 += SLICE) {
+    // 64 x 16 routed-row values (4 an invocation), 128 x 16 weights (8 an invocation)
+    for (uint q = 0; q < 4u; q++) {
+      uint el = t + 256u * q, r = el / SLICE, kk = el % SLICE, k = k0 + kk;
+      int j = rows_[r];
+      as_[kk][r] = j >= 0 && k < K ? bf16_to_f32(bf16_at(MOE_A, MOE_A_ROW(uint(j))).v[k]) : 0.0;
+    }
+    for (uint q = 0; q < 8u; q++) {
+      uint el = t + 256u * q, c = el / SLICE, kk = el % SLICE, k = k0 + kk, n = n0 + c;
+      ws_[kk][c] = n < N && k < K ? bf16_to_f32(bf16_at(args.w, w0 + uint64_t(n) * K).v[k]) : 0.0;
+    }
+    memoryBarrierShared();
+    barrier();
+    for (uint kk = 0; kk < SLICE; kk++) {
+      float a[8], b[4];
+      for (uint i = 0; i < 8u; i++) a[i] = as_[kk][ty + 8u * i];
+      for (uint j = 0; j < 4u; j++) b[j] = ws_[kk][tx + 32u * j];
+      for (uint i = 0; i < 8u; i++)
+        for (uint j = 0; j < 4u; j++) acc[i][j] += a[i] * b[j];
+    }
+    barrier();  // the slice is consumed before the next one overwrites it
+  }
+
+  for (uint i = 0; i < 8u; i++) {
+    int j = rows_[ty + 8u * i];
+    if (j < 0) continue;
+    for (uint c = 0; c < 4u; c++) {
+      uint n = n0 + tx + 32u * c;
+      if (n >= N) continue;
+#if MOE_GATE_UP
+      bf16_at(args.gu, uint64_t(j) * N).v[n] = f32_to_bf16(acc[i][c]);
+#else
+      f32_at(args.y, uint64_t(j) * N).v[n] = acc[i][c];
+#endif
+    }
+  }
+}
