@@ -90,7 +90,6 @@ static_assert(2 * kCh * kLdA + 2 * kCh * kCh <= 2 * kCh * kLdS, "A, T and its hi
 constexpr unsigned kSmem = kSmem0 > layout1<4>::end ? kSmem0 : layout1<4>::end;
 static_assert(layout1<2>::end <= kSmem, "phase 1's layouts fit");
 
-#ifndef GDN_CHUNKED_EMULATED /* a host emulation supplies these */
 __device__ __forceinline__ float tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
@@ -106,14 +105,6 @@ __device__ __forceinline__ void mma(float d[4], const float a[4], const float b[
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
 }
 
-/* d += a b on one 16x8x16 tile of bf16 pairs. */
-__device__ __forceinline__ void mma16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 /* bf16(x0) in the low half, bf16(x1) in the high half, rounded to nearest even. */
 __device__ __forceinline__ uint32_t bf16x2_rn(float x0, float x1) {
   uint32_t r;
@@ -124,7 +115,6 @@ __device__ __forceinline__ uint32_t bf16x2_rn(float x0, float x1) {
 __device__ __forceinline__ void prefetch_l2(const void *ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
 }
-#endif
 
 __device__ __forceinline__ float2 ld2(const float *p) {
   return __ldg(reinterpret_cast<const float2 *>(p));
@@ -267,7 +257,7 @@ __device__ __forceinline__ void b_frag(const uint32_t *col, unsigned t, uint32_t
  * the latency between them. */
 __device__ __forceinline__ void mma_part(float d[4], const frag &a, const uint32_t bh[2],
                                          const uint32_t bl[2], unsigned pass) {
-  mma16(d, pass == 0 ? a.l : a.h, pass == 1 ? bl : bh);
+  sm80::mma16816(d, pass == 0 ? a.l : a.h, pass == 1 ? bl : bh);
 }
 
 /* ---- phase 0: everything of one chunk that does not depend on S -------------------- */
