@@ -1,0 +1,307 @@
+/* chunk_precision: how precise must the products of the chunked delta-rule prefill be?
+ *
+ * One value head of the gated delta rule (kernels.def delta_rule_prefill: S *= exp(g);
+ * d = beta (v - k^T S); S += k d^T; o = q^T S), T tokens, run three ways:
+ *   - token by token in double (the reference);
+ *   - token by token in f32 (what the CPU backend's delta_rule_prefill does);
+ *   - in chunks of 64 tokens in the WY form of gdn_chunked.cu, f32 sums, with every matrix
+ *     product's operands rounded as a tensor core would take them, per scheme:
+ *       split3  x = hi + lo in bf16, three products (hi hi + hi lo + lo hi): metrale's kernels
+ *       bf16x2  the first operand bf16, the second split: two products
+ *       tf32    both operands tf32 (10-bit mantissa), one product at half the bf16 rate
+ *       fp16    both operands fp16 (10-bit mantissa, fp16 range), one product
+ *       bf16    both operands bf16, one product (flash-linear-attention's operands)
+ *     The per-chunk quantities (G, A, the inverse T, decays) and the state carried from chunk
+ *     to chunk stay f32 in every scheme; only the operands of the products are rounded.
+ *
+ * Chunk math (chunk of L tokens, G = in-chunk cumulative sum of g, S0 the state before it):
+ *   A = strictly_lower(beta_i e^(G_i - G_j) k_i.k_j)   T = (I + A)^-1
+ *   W = T diag(beta e^G) K      U = T diag(beta) V        D = U - W S0
+ *   O = diag(e^G) Q S0 + lower(e^(G_i - G_j) q_i.k_j) D
+ *   S = e^(G_L) S0 + (diag(e^(G_L - G)) K)^T D
+ *
+ * Prints, per input regime and scheme: the final state's relative L2 error, and the outputs'
+ * relative error per token (RMS and max over tokens of |o - o_ref| / |o_ref|), before the
+ * outputs' own bf16 rounding, whose error the first row gives for scale.  The per-token
+ * relative error of o is what the gated RMSNorm after the recurrence passes on undamped
+ * (it divides each head's o by its RMS; docs/numerics.md).
+ *
+ * usage: metrale_chunk_precision [T] [--check]
+ *   --check: a short run that exits 1 unless the chunked f32-level scheme (split3) agrees
+ *   with the double reference far better than the bf16 scheme does (the ctest case). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrale/bf16.h"
+
+enum { DK = 128, DV = 128, CH = 64 };
+
+typedef enum { SPLIT3, BF16X2, TF32, FP16, BF16, NSCHEME } scheme;
+static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "bf16"};
+
+/* ---- operand rounding ------------------------------------------------------------------ */
+
+static float rnd_bf16(float x) { return metrale_bf16_to_f32(metrale_f32_to_bf16(x)); }
+static float rnd_tf32(float x) { /* cvt.rna.tf32.f32: 10 mantissa bits, ties away from zero */
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+static float rnd_fp16(float x) { /* cvt.rn.f16.f32: 10 mantissa bits, ties to even, fp16's range */
+  const float a = fabsf(x);
+  if (a != a) return x;
+  if (a >= 65520.0f) return copysignf(INFINITY, x);                                          /* overflow */
+  if (a < 6.103515625e-05f) return copysignf(nearbyintf(a * 16777216.0f) / 16777216.0f, x); /* subnormal: 2^-24 steps */
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* The parts a product's operand is split into (lo = 0 where one part is used). */
+static void parts(scheme s, int first, float x, float *hi, float *lo) {
+  switch (s) {
+    case SPLIT3: *hi = rnd_bf16(x), *lo = rnd_bf16(x - *hi); return;
+    case BF16X2:
+      *hi = rnd_bf16(x);
+      *lo = first ? 0.0f : rnd_bf16(x - *hi);
+      return;
+    case TF32: *hi = rnd_tf32(x), *lo = 0.0f; return;
+    case FP16: *hi = rnd_fp16(x), *lo = 0.0f; return;
+    case BF16: *hi = rnd_bf16(x), *lo = 0.0f; return;
+    default: *hi = x, *lo = 0.0f; return;
+  }
+}
+
+/* C[m, n] = acc ? C + A B : A B, A [m, k] (row stride lda), B [k, n] (row stride ldb), f32
+ * sums over k in order, operands rounded per scheme (A the first operand). */
+static void matmul(scheme s, float *C, const float *A, int lda, const float *B, int ldb, int m, int n,
+                   int k, int acc) {
+  float *ah = malloc(sizeof(float) * m * k), *al = malloc(sizeof(float) * m * k);
+  float *bh = malloc(sizeof(float) * k * n), *bl = malloc(sizeof(float) * k * n);
+  for (int i = 0; i < m; i++)
+    for (int p = 0; p < k; p++) parts(s, 1, A[i * lda + p], &ah[i * k + p], &al[i * k + p]);
+  for (int p = 0; p < k; p++)
+    for (int j = 0; j < n; j++) parts(s, 0, B[p * ldb + j], &bh[p * n + j], &bl[p * n + j]);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      float c = acc ? C[i * n + j] : 0.0f;
+      for (int p = 0; p < k; p++) {
+        const float a = ah[i * k + p], b = bh[p * n + j];
+        c += al[i * k + p] * b + a * bl[p * n + j] + a * b;
+      }
+      C[i * n + j] = c;
+    }
+  free(ah), free(al), free(bh), free(bl);
+}
+
+/* ---- inputs ------------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double uniform(void) { /* splitmix64 -> (0, 1) */
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+static double normal(void) { return sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform()); }
+static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+
+typedef struct {
+  const char *name;
+  double decay;   /* g = -decay * softplus(N(0, 1)) */
+  int directions; /* keys near this many directions (0: independent keys) */
+} regime;
+
+typedef struct {
+  int t;
+  float *q, *k, *v, *g, *beta; /* [T, DK], [T, DK], [T, DV], [T], [T] */
+} inputs;
+
+static void unit(float *x, int n, double scale) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += (double)x[i] * x[i];
+  s = scale / sqrt(s);
+  for (int i = 0; i < n; i++) x[i] = (float)(x[i] * s);
+}
+
+static inputs make_inputs(const regime *r, int t) {
+  inputs in = {t, malloc(sizeof(float) * t * DK), malloc(sizeof(float) * t * DK), malloc(sizeof(float) * t * DV),
+               malloc(sizeof(float) * t), malloc(sizeof(float) * t)};
+  float dirs[8][DK];
+  for (int d = 0; d < 8; d++) {
+    for (int i = 0; i < DK; i++) dirs[d][i] = (float)normal();
+    unit(dirs[d], DK, 1.0);
+  }
+  for (int x = 0; x < t; x++) {
+    float *q = in.q + x * DK, *k = in.k + x * DK, *v = in.v + x * DV;
+    const int d = r->directions ? (int)(uniform() * r->directions) : 0;
+    for (int i = 0; i < DK; i++) {
+      q[i] = (float)normal();
+      k[i] = r->directions ? dirs[d][i] + (float)(0.15 * normal() / sqrt((double)DK)) : (float)normal();
+    }
+    unit(q, DK, 1.0 / sqrt((double)DK)); /* as l2norm_qk leaves them: |q| = dk^-1/2, |k| = 1 */
+    unit(k, DK, 1.0);
+    for (int i = 0; i < DV; i++) v[i] = (float)normal();
+    in.g[x] = (float)(-r->decay * softplus(normal()));
+    in.beta[x] = (float)(1.0 / (1.0 + exp(-normal())));
+  }
+  return in;
+}
+
+static void free_inputs(inputs *in) { free(in->q), free(in->k), free(in->v), free(in->g), free(in->beta); }
+
+/* ---- the three ways -------------------------------------------------------------------- */
+
+static void reference(const inputs *in, double *S, double *o) { /* S [DK, DV] from zero */
+  memset(S, 0, sizeof(double) * DK * DV);
+  double d[DV];
+  for (int x = 0; x < in->t; x++) {
+    const float *q = in->q + x * DK, *k = in->k + x * DK, *v = in->v + x * DV;
+    const double decay = exp((double)in->g[x]);
+    for (int j = 0; j < DV; j++) d[j] = 0;
+    for (int i = 0; i < DK; i++)
+      for (int j = 0; j < DV; j++) S[i * DV + j] *= decay, d[j] += k[i] * S[i * DV + j];
+    for (int j = 0; j < DV; j++) d[j] = in->beta[x] * (v[j] - d[j]);
+    for (int j = 0; j < DV; j++) o[x * DV + j] = 0;
+    for (int i = 0; i < DK; i++)
+      for (int j = 0; j < DV; j++) S[i * DV + j] += k[i] * d[j], o[x * DV + j] += q[i] * S[i * DV + j];
+  }
+}
+
+static void sequential_f32(const inputs *in, float *S, float *o) {
+  memset(S, 0, sizeof(float) * DK * DV);
+  float d[DV];
+  for (int x = 0; x < in->t; x++) {
+    const float *q = in->q + x * DK, *k = in->k + x * DK, *v = in->v + x * DV;
+    const float decay = expf(in->g[x]);
+    for (int j = 0; j < DV; j++) d[j] = 0;
+    for (int i = 0; i < DK; i++)
+      for (int j = 0; j < DV; j++) S[i * DV + j] *= decay, d[j] += k[i] * S[i * DV + j];
+    for (int j = 0; j < DV; j++) d[j] = in->beta[x] * (v[j] - d[j]);
+    for (int j = 0; j < DV; j++) o[x * DV + j] = 0;
+    for (int i = 0; i < DK; i++)
+      for (int j = 0; j < DV; j++) S[i * DV + j] += k[i] * d[j], o[x * DV + j] += q[i] * S[i * DV + j];
+  }
+}
+
+static void chunked(scheme s, const inputs *in, float *S, float *o) {
+  memset(S, 0, sizeof(float) * DK * DV);
+  static float G[CH], KK[CH * CH], QK[CH * CH], A[CH * CH], T[CH * CH], Kb[CH * DK], Vb[CH * DV], W[CH * DK],
+      U[CH * DV], D[CH * DV], Qs[CH * DK], M[CH * CH], KdT[DK * CH], O[CH * DV], kT[DK * CH];
+  for (int c0 = 0; c0 < in->t; c0 += CH) {
+    const int L = in->t - c0 < CH ? in->t - c0 : CH;
+    const float *q = in->q + c0 * DK, *k = in->k + c0 * DK, *v = in->v + c0 * DV, *g = in->g + c0,
+                *beta = in->beta + c0;
+    for (int i = 0; i < L; i++) G[i] = (i ? G[i - 1] : 0.0f) + g[i];
+    for (int p = 0; p < DK; p++)
+      for (int j = 0; j < L; j++) kT[p * L + j] = k[j * DK + p];
+    matmul(s, KK, k, DK, kT, L, L, L, DK, 0);
+    matmul(s, QK, q, DK, kT, L, L, L, DK, 0);
+    for (int i = 0; i < L; i++)
+      for (int j = 0; j < L; j++) A[i * L + j] = j < i ? beta[i] * expf(G[i] - G[j]) * KK[i * L + j] : 0.0f;
+    for (int i = 0; i < L; i++) /* T = (I + A)^-1 by forward substitution, row by row */
+      for (int j = 0; j < L; j++) {
+        float t = i == j ? 1.0f : 0.0f;
+        for (int p = j; p < i; p++) t -= A[i * L + p] * T[p * L + j];
+        T[i * L + j] = j <= i ? t : 0.0f;
+      }
+    for (int j = 0; j < L; j++) {
+      const float e = expf(G[j]);
+      for (int p = 0; p < DK; p++) Kb[j * DK + p] = beta[j] * e * k[j * DK + p], Qs[j * DK + p] = e * q[j * DK + p];
+      for (int p = 0; p < DV; p++) Vb[j * DV + p] = beta[j] * v[j * DV + p];
+      for (int p = 0; p < DK; p++) KdT[p * L + j] = expf(G[L - 1] - G[j]) * k[j * DK + p];
+    }
+    matmul(s, W, T, L, Kb, DK, L, DK, L, 0);
+    matmul(s, U, T, L, Vb, DV, L, DV, L, 0);
+    for (int i = 0; i < L; i++)
+      for (int j = 0; j < L; j++) M[i * L + j] = j <= i ? expf(G[i] - G[j]) * QK[i * L + j] : 0.0f;
+    matmul(s, D, W, DK, S, DV, L, DV, DK, 0); /* D = U - W S0 */
+    for (int x = 0; x < L * DV; x++) D[x] = U[x] - D[x];
+    matmul(s, O, Qs, DK, S, DV, L, DV, DK, 0);
+    matmul(s, O, M, L, D, DV, L, DV, L, 1);
+    const float eL = expf(G[L - 1]);
+    for (int x = 0; x < DK * DV; x++) S[x] *= eL;
+    matmul(s, S, KdT, L, D, DV, DK, DV, L, 1);
+    memcpy(o + c0 * DV, O, sizeof(float) * L * DV);
+  }
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static double state_err(const float *S, const double *ref) {
+  double e = 0, n = 0;
+  for (int x = 0; x < DK * DV; x++) e += (S[x] - ref[x]) * (S[x] - ref[x]), n += ref[x] * ref[x];
+  return sqrt(e / n);
+}
+
+/* RMS and max over tokens of |o_t - ref_t| / |ref_t| (o rounded to bf16 first when bf16) */
+static void out_err(const float *o, const double *ref, int t, int bf16, double *rms, double *max) {
+  double sum = 0;
+  *max = 0;
+  for (int x = 0; x < t; x++) {
+    double e = 0, n = 0;
+    for (int j = 0; j < DV; j++) {
+      const double got = bf16 ? rnd_bf16((float)ref[x * DV + j]) : o[x * DV + j];
+      e += (got - ref[x * DV + j]) * (got - ref[x * DV + j]), n += ref[x * DV + j] * ref[x * DV + j];
+    }
+    const double r = n > 0 ? sqrt(e / n) : 0;
+    sum += r * r;
+    if (r > *max) *max = r;
+  }
+  *rms = sqrt(sum / t);
+}
+
+int main(int argc, char **argv) {
+  int t = 4096, check = 0;
+  for (int a = 1; a < argc; a++) {
+    if (!strcmp(argv[a], "--check")) check = 1, t = 256;
+    else if (atoi(argv[a]) > 0) t = atoi(argv[a]);
+    else {
+      fprintf(stderr, "usage: %s [T] [--check]\n", argv[0]);
+      return 2;
+    }
+  }
+  const regime regimes[] = {{"slow decay (g ~ -0.02)", 0.02, 0},
+                            {"medium decay (g ~ -0.5)", 0.5, 0},
+                            {"fast decay (g ~ -4)", 4.0, 0},
+                            {"slow decay, keys near 4 directions", 0.02, 4},
+                            {"medium decay, keys near 4 directions", 0.5, 4}};
+  const int nreg = check ? 2 : (int)(sizeof regimes / sizeof regimes[0]);
+  double *Sref = malloc(sizeof(double) * DK * DV), *oref = malloc(sizeof(double) * t * DV);
+  float *S = malloc(sizeof(float) * DK * DV), *o = malloc(sizeof(float) * t * DV);
+  int ok = 1;
+  printf("T = %d tokens, dk = dv = %d, chunks of %d; errors against float64 token by token\n\n", t, DK, CH);
+  printf("| inputs | way | state rel. L2 | o per token: RMS | max |\n|---|---|---|---|---|\n");
+  for (int r = 0; r < nreg; r++) {
+    inputs in = make_inputs(&regimes[r], t);
+    reference(&in, Sref, oref);
+    double rms, max;
+    out_err(NULL, oref, t, 1, &rms, &max);
+    printf("| %s | (o rounded to bf16, for scale) | | %.2e | %.2e |\n", regimes[r].name, rms, max);
+    sequential_f32(&in, S, o);
+    out_err(o, oref, t, 0, &rms, &max);
+    printf("| | token by token, f32 | %.2e | %.2e | %.2e |\n", state_err(S, Sref), rms, max);
+    double err[NSCHEME];
+    for (int sc = 0; sc < NSCHEME; sc++) {
+      chunked((scheme)sc, &in, S, o);
+      out_err(o, oref, t, 0, &rms, &max);
+      err[sc] = state_err(S, Sref);
+      printf("| | chunks, %s | %.2e | %.2e | %.2e |\n", scheme_name[sc], err[sc], rms, max);
+    }
+    /* the ctest case: the f32-level scheme near f32 (a wrong chunk formula gives ~1), and
+     * each cheaper scheme measurably worse than it */
+    if (!(err[SPLIT3] < 1e-5 && err[BF16] > 10 * err[SPLIT3] && err[TF32] > 2 * err[SPLIT3])) ok = 0;
+    free_inputs(&in);
+  }
+  free(Sref), free(oref), free(S), free(o);
+  if (check && !ok) fprintf(stderr, "chunk_precision: the chunked schemes do not order as expected\n");
+  return check && !ok ? 1 : 0;
+}
