@@ -52,17 +52,7 @@ static float rnd_tf32(float x) { /* cvt.rna.tf32.f32: 10 mantissa bits, ties awa
   memcpy(&x, &u, 4);
   return x;
 }
-static float rnd_fp16(float x) { /* cvt.rn.f16.f32: 10 mantissa bits, ties to even, fp16's range */
-  const float a = fabsf(x);
-  if (a != a) return x;
-  if (a >= 65520.0f) return copysignf(INFINITY, x);                                          /* overflow */
-  if (a < 6.103515625e-05f) return copysignf(nearbyintf(a * 16777216.0f) / 16777216.0f, x); /* subnormal: 2^-24 steps */
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
-  memcpy(&x, &u, 4);
-  return x;
-}
+static float rnd_fp16(float x) { return metrale_f16_to_f32(metrale_f32_to_f16(x)); } /* cvt.rn.f16.f32 */
 
 /* The parts a product's operand is split into (lo = 0 where one part is used). */
 static void parts(scheme s, int first, float x, float *hi, float *lo) {

@@ -47,4 +47,26 @@ static inline float metrale_f16_to_f32(uint16_t h) {
   return f;
 }
 
+/* float -> IEEE half, rounded to nearest even: past 65504 to infinity, below 2^-14 to the
+ * subnormals' 2^-24 steps, NaN kept NaN (quiet). */
+static inline uint16_t metrale_f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                    /* >= 65520: infinity */
+  if (a >= 0x38800000u) {                                                     /* normal: >= 2^-14 */
+    uint32_t r = a - 0x38000000u;                                             /* exponent bias 127 -> 15 */
+    r += 0xfffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+  }
+  if (a < 0x33000000u) return sign; /* below 2^-25 (2^-25 itself ties to even: zero) */
+  const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e; /* 14..24 */
+  uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (uint16_t)(sign | q);
+}
+
 #endif
