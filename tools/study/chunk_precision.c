@@ -150,37 +150,26 @@ static void free_inputs(inputs *in) { free(in->q), free(in->k), free(in->v), fre
 
 /* ---- the three ways -------------------------------------------------------------------- */
 
-static void reference(const inputs *in, double *S, double *o) { /* S [DK, DV] from zero */
-  memset(S, 0, sizeof(double) * DK * DV);
-  double d[DV];
-  for (int x = 0; x < in->t; x++) {
-    const float *q = in->q + x * DK, *k = in->k + x * DK, *v = in->v + x * DV;
-    const double decay = exp((double)in->g[x]);
-    for (int j = 0; j < DV; j++) d[j] = 0;
-    for (int i = 0; i < DK; i++)
-      for (int j = 0; j < DV; j++) S[i * DV + j] *= decay, d[j] += k[i] * S[i * DV + j];
-    for (int j = 0; j < DV; j++) d[j] = in->beta[x] * (v[j] - d[j]);
-    for (int j = 0; j < DV; j++) o[x * DV + j] = 0;
-    for (int i = 0; i < DK; i++)
-      for (int j = 0; j < DV; j++) S[i * DV + j] += k[i] * d[j], o[x * DV + j] += q[i] * S[i * DV + j];
+/* The token recurrence from a zero state, in T arithmetic (EXP: its exp): the reference in
+ * double, and the CPU backend's delta_rule_prefill in float.  S [DK, DV], o [t, DV]. */
+#define TOKEN_RECURRENCE(NAME, T, EXP)                                                                   \
+  static void NAME(const inputs *in, T *S, T *o) {                                                     \
+    memset(S, 0, sizeof(T) * DK * DV);                                                                 \
+    T d[DV];                                                                                           \
+    for (int x = 0; x < in->t; x++) {                                                                  \
+      const float *q = in->q + x * DK, *k = in->k + x * DK, *v = in->v + x * DV;                       \
+      const T decay = EXP((T)in->g[x]);                                                                \
+      for (int j = 0; j < DV; j++) d[j] = 0;                                                           \
+      for (int i = 0; i < DK; i++)                                                                     \
+        for (int j = 0; j < DV; j++) S[i * DV + j] *= decay, d[j] += k[i] * S[i * DV + j];            \
+      for (int j = 0; j < DV; j++) d[j] = in->beta[x] * (v[j] - d[j]);                                \
+      for (int j = 0; j < DV; j++) o[x * DV + j] = 0;                                                  \
+      for (int i = 0; i < DK; i++)                                                                     \
+        for (int j = 0; j < DV; j++) S[i * DV + j] += k[i] * d[j], o[x * DV + j] += q[i] * S[i * DV + j]; \
+    }                                                                                                  \
   }
-}
-
-static void sequential_f32(const inputs *in, float *S, float *o) {
-  memset(S, 0, sizeof(float) * DK * DV);
-  float d[DV];
-  for (int x = 0; x < in->t; x++) {
-    const float *q = in->q + x * DK, *k = in->k + x * DK, *v = in->v + x * DV;
-    const float decay = expf(in->g[x]);
-    for (int j = 0; j < DV; j++) d[j] = 0;
-    for (int i = 0; i < DK; i++)
-      for (int j = 0; j < DV; j++) S[i * DV + j] *= decay, d[j] += k[i] * S[i * DV + j];
-    for (int j = 0; j < DV; j++) d[j] = in->beta[x] * (v[j] - d[j]);
-    for (int j = 0; j < DV; j++) o[x * DV + j] = 0;
-    for (int i = 0; i < DK; i++)
-      for (int j = 0; j < DV; j++) S[i * DV + j] += k[i] * d[j], o[x * DV + j] += q[i] * S[i * DV + j];
-  }
-}
+TOKEN_RECURRENCE(reference, double, exp)
+TOKEN_RECURRENCE(sequential_f32, float, expf)
 
 static void chunked(scheme s, const inputs *in, float *S, float *o) {
   memset(S, 0, sizeof(float) * DK * DV);
