@@ -22,26 +22,17 @@ static inline metrale_bf16 metrale_f32_to_bf16(float f) {
   return (metrale_bf16)(u >> 16);
 }
 
-/* IEEE half -> float, for F16 checkpoints. */
+/* IEEE half -> float, exactly (F16 checkpoints, fp16 operands).  Branch-free so that loops
+ * over many halves vectorise; subnormals go through an integer conversion, not through
+ * float subnormals (which a flush-to-zero mode would lose). */
 static inline float metrale_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  uint32_t u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else { /* subnormal: renormalise */
-      exp = 127 - 15 + 1;
-      while ((man & 0x400u) == 0) { man <<= 1; exp--; }
-      man &= 0x3ffu;
-      u = sign | (exp << 23) | (man << 13);
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | (man << 13);
-  } else {
-    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = h & 0x7c00u, m = h & 0x3ffu;
+  uint32_t normal = (((uint32_t)h & 0x7fffu) << 13) + 0x38000000u; /* exponent bias 15 -> 127 */
+  if (e == 0x7c00u) normal = 0x7f800000u | (m << 13);              /* infinity, NaN */
+  const float small = (float)m * 0x1p-24f;                          /* zero, subnormals */
+  uint32_t sub;
+  memcpy(&sub, &small, sizeof sub);
+  const uint32_t u = (e == 0 ? sub : normal) | sign;
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
