@@ -42,7 +42,10 @@ void main() {
 #endif
   uint p = uint(tile.v[1]), m = min(uint(tile.v[2]), TM);
   uint t = gl_LocalInvocationID.x, tx = t % 32u, ty = t / 32u;
-  if (t < TM) rows_[t] = t < m && p + t < args.r ? I32(args.perm).v[p + t] : -1;
+  if (t < TM) {
+    int j = t < m && p + t < args.r ? I32(args.perm).v[p + t] : -1;
+    rows_[t] = j >= 0 && uint(j) < args.r ? j : -1; /* a row outside [0, R) is not touched */
+  }
   memoryBarrierShared();
   barrier();
 
