@@ -17,6 +17,7 @@
 
 #include "metrale/bf16.h"
 #include "metrale/gpu_backend.h"
+#include "metrale/manifest.h"
 #include "metrale/status.h"
 
 /* Thunks return a status (not void) so that a kernel needing scratch memory reports
@@ -76,8 +77,6 @@ metrale_status cpu_expert_gemm(void *y, int y_f32, const metrale_bf16 *x, uint32
  * with idx[j] == x in increasing order (start [e+1]; ids outside [0, e) are left out, so
  * start[e] rows are listed). */
 void cpu_rows_by_expert(uint32_t *start, uint32_t *rows, const int32_t *idx, uint32_t r, uint32_t e);
-/* Slots of moe_sort's tile list for r rows and e experts (kernels.def): ceil(r/64) + e + 1. */
-static inline uint64_t cpu_moe_slots(uint32_t r, uint32_t e) { return ((uint64_t)r + 63) / 64 + e + 1; }
 /* The same products for the rows a moe_sort list names (kernels.def moe_gate_up_sorted):
  * for each slot (e, p, m) of tiles [ceil(r/64) + experts + 1, 3], rows perm[p .. p+m).
  * Rows not listed are not written; a list that names rows or experts out of range is an

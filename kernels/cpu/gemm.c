@@ -204,7 +204,7 @@ metrale_status cpu_expert_gemm_sorted(void *y, int y_f32, const metrale_bf16 *x,
                                       const metrale_bf16 *w, uint32_t n, uint32_t k) {
   if (r == 0 || n == 0) return METRALE_OK;
   if (x_div == 0) return METRALE_ERROR(INVALID_ARGUMENT, "sorted expert gemm: %u rows a token", x_div);
-  const uint64_t slots = cpu_moe_slots(r, e);
+  const uint64_t slots = metrale_moe_slots(r, e);
   for (uint64_t t = 0; t < slots; t++) { /* a hostile list must not make us read or write wildly */
     const int32_t ex = tiles[3 * t], p = tiles[3 * t + 1], m = tiles[3 * t + 2];
     if (ex < 0) continue;

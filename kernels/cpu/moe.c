@@ -114,7 +114,7 @@ metrale_status cpu_k_moe_sort(const gpu_arg *args) {
   if (!start) return METRALE_ERROR(OUT_OF_MEMORY, "moe_sort: %u experts", e);
   cpu_rows_by_expert(start, (uint32_t *)perm, idx, r, e);
   for (uint32_t i = start[e]; i < r; i++) perm[i] = -1;
-  const uint64_t slots = cpu_moe_slots(r, e);
+  const uint64_t slots = metrale_moe_slots(r, e);
   for (uint64_t t = 0; t < slots; t++) tiles[3 * t] = -1, tiles[3 * t + 1] = 0, tiles[3 * t + 2] = 0;
   for (uint32_t x = 0; x < e; x++) { /* expert x: rows [start[x], start[x+1]) of perm */
     const uint32_t o = start[x], c = start[x + 1] - o;

@@ -54,6 +54,13 @@ metrale_status metrale_kernel_check_args(const metrale_kernel_info *info, const 
                                          uint32_t nargs);
 const char *metrale_arg_kind_name(gpu_arg_kind kind);
 
+/* kernels.def moe_sort: the routed rows' lists in tiles of 64, S = ceil(R/64) + E + 1 slots of
+ * 3 ints (every backend's kernels and the layer's buffers size them by this). */
+#define METRALE_MOE_TILE_ROWS 64u
+static inline uint64_t metrale_moe_slots(uint32_t r, uint32_t e) {
+  return ((uint64_t)r + METRALE_MOE_TILE_ROWS - 1) / METRALE_MOE_TILE_ROWS + e + 1;
+}
+
 #ifdef __cplusplus
 }
 #endif

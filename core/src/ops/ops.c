@@ -611,10 +611,6 @@ metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
   LAUNCH(o, st, moe_down, r, CEIL_DIV(h, 64), P(y), P(act), P(idx), P(w), U(r), U(h), U(n));
 }
 
-/* kernels.def moe_sort: 64-row tiles, S = ceil(R/64) + E + 1 slots of 3 ints. */
-#define MOE_TILE_ROWS 64u
-uint64_t metrale_ops_moe_slots(uint32_t r, uint32_t e) { return CEIL_DIV((uint64_t)r, MOE_TILE_ROWS) + e + 1; }
-
 /* The grouped projections pay off once there are about two routed rows for every three
  * experts: with every token routed elsewhere (the bench's random inputs), on the H200 at
  * E = 512, k = 10 the layer takes 549 / 756 / 962 us at decode 32 / 48 / 64 with the per-row
@@ -623,7 +619,7 @@ uint64_t metrale_ops_moe_slots(uint32_t r, uint32_t e) { return CEIL_DIV((uint64
 #define MOE_SORTED_ROWS_NUM 2u /* grouped from rows >= 2/3 experts */
 #define MOE_SORTED_ROWS_DEN 3u
 static int moe_sorted_fits(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
-  const uint64_t slots = metrale_ops_moe_slots(r, e);
+  const uint64_t slots = metrale_moe_slots(r, e);
   return o->k[METRALE_K_moe_sort] && o->k[METRALE_K_moe_gate_up_sorted] && o->k[METRALE_K_moe_down_sorted] &&
          e > 0 && k <= e && (uint64_t)r * MOE_SORTED_ROWS_DEN >= (uint64_t)e * MOE_SORTED_ROWS_NUM &&
          slots <= 0x7fffffffu &&
@@ -642,12 +638,12 @@ static metrale_status moe_sort_rows(const metrale_ops *o, gpu_stream st, const m
 }
 static metrale_status moe_gate_up_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
                                          gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n, uint32_t e) {
-  LAUNCH(o, st, moe_gate_up_sorted, (uint32_t)metrale_ops_moe_slots(r, e), CEIL_DIV(n, 128), P(b->gu), P(x),
+  LAUNCH(o, st, moe_gate_up_sorted, (uint32_t)metrale_moe_slots(r, e), CEIL_DIV(n, 128), P(b->gu), P(x),
          P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
 }
 static metrale_status moe_down_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr w,
                                       uint32_t r, uint32_t h, uint32_t n, uint32_t e) {
-  LAUNCH(o, st, moe_down_sorted, (uint32_t)metrale_ops_moe_slots(r, e), CEIL_DIV(h, 128), P(b->y), P(b->act),
+  LAUNCH(o, st, moe_down_sorted, (uint32_t)metrale_moe_slots(r, e), CEIL_DIV(h, 128), P(b->y), P(b->act),
          P(b->perm), P(b->tiles), P(w), U(r), U(h), U(n), U(e));
 }
 

@@ -127,12 +127,11 @@ metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, g
 metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr act, gpu_ptr idx,
                            gpu_ptr w, uint32_t r, uint32_t h, uint32_t n);
 /* The routed experts' buffers for R = T*k rows: idx i32 [R] (moe_topk), perm i32 [R] and
- * tiles i32 [metrale_ops_moe_slots(R, E), 3] (moe_sort's lists), gu bf16 [R, 2mI], act bf16
+ * tiles i32 [metrale_moe_slots(R, E), 3] (moe_sort's lists), gu bf16 [R, 2mI], act bf16
  * [R, mI], y f32 [R, H]. */
 typedef struct metrale_moe_buffers {
   gpu_ptr idx, perm, tiles, gu, act, y;
 } metrale_moe_buffers;
-uint64_t metrale_ops_moe_slots(uint32_t r, uint32_t e);
 /* y[j] = down_e(silu(gate_e(x[j/k])) * up_e(x[j/k])), e = idx[j]: grouped GEMMs by expert
  * (moe_sort and the _sorted projections) where they are provided, k <= E and the rows are
  * at least a few an expert; else a block a routed row. */

@@ -43,7 +43,7 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
     o->logits = take(&u, tc * (d->E + 1ull) * 4);
     o->idx = take(&u, rows * 4);
     o->perm = take(&u, rows * 4);
-    o->tiles = take(&u, metrale_ops_moe_slots((uint32_t)rows, d->E) * 3 * 4);
+    o->tiles = take(&u, metrale_moe_slots((uint32_t)rows, d->E) * 3 * 4);
     o->rw = take(&u, rows * 4);
     o->ey = take(&u, rows * H * 4);
     o->s_gu = take(&u, tc * 2 * d->sI * bf);
