@@ -1,4 +1,4 @@
-/* elementwise module: add, silu_mul. */
+/* elementwise module: add, silu_mul, f32_to_f16. */
 #include "cpu_kernels.h"
 
 #include <stddef.h>
@@ -25,5 +25,14 @@ metrale_status cpu_k_add(const gpu_arg *args) {
 
 metrale_status cpu_k_silu_mul(const gpu_arg *args) {
   cpu_silu_mul(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_u(args, 2), cpu_arg_u(args, 3));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_f32_to_f16(const gpu_arg *args) {
+  uint16_t *y = cpu_arg_p(args, 0);
+  const float *x = cpu_arg_p(args, 1);
+  const uint32_t n = cpu_arg_u(args, 2);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < (int64_t)n; i++) y[i] = metrale_f32_to_f16(x[i]);
   return METRALE_OK;
 }

@@ -1,5 +1,5 @@
 /* gemm module: gemm_bf16, gemm_bf16_f32, gemm_f32in (their gemv and tile forms are the same ops:
- * same_op.c), gemm_f32in_hi_ws, and the
+ * same_op.c), gemm_f32in_hi_ws, gemm_f16_ws, and the
  * routed-expert projections of moe.c, which share the loop nest.
  *
  * Decode (small M) is bound by streaming the weights, so the loop nest reads each
@@ -24,6 +24,7 @@
 #include "cpu_kernels.h"
 
 #include <stddef.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -281,4 +282,44 @@ metrale_status cpu_k_gemm_f32in_hi_ws(const gpu_arg *args) {
   metrale_status s = cpu_gemm_bf16_f32(cpu_arg_p(args, 0), xb, cpu_arg_p(args, 2), m, cpu_arg_u(args, 4), k);
   free(xb);
   return s;
+}
+
+/* f32 partial sums over LANES lanes, as dot_one, of two f32 rows [k]. */
+HOT static float dot_f32(const float *x, const float *w, uint32_t k) {
+  float acc[LANES] = {0};
+  uint32_t i = 0;
+  for (; i + LANES <= k; i += LANES)
+    for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * w[i + l];
+  float s = hsum(acc);
+  for (; i < k; i++) s += x[i] * w[i];
+  return s;
+}
+
+/* gemm_f16_ws: y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T.  Both operands become f32
+ * exactly (x once, w a block of NB rows at a time into the thread's buffer), so the products
+ * are exact and only the f32 sums round. */
+metrale_status cpu_k_gemm_f16_ws(const gpu_arg *args) {
+  float *y = cpu_arg_p(args, 0);
+  const uint16_t *x = cpu_arg_p(args, 1), *w = cpu_arg_p(args, 2);
+  const uint32_t m = cpu_arg_u(args, 3), n = cpu_arg_u(args, 4), k = cpu_arg_u(args, 5);
+  if (m == 0 || n == 0) return METRALE_OK;
+  const size_t per = (size_t)NB * k + 1;
+  float *xf = malloc((size_t)m * k * sizeof *xf + sizeof *xf);
+  float *wf = malloc(per * sizeof *wf * (size_t)omp_get_max_threads());
+  if (!xf || !wf) {
+    free(xf), free(wf);
+    return METRALE_ERROR(OUT_OF_MEMORY, "gemm_f16_ws: f32 copies of x [%u, %u] and of weight blocks", m, k);
+  }
+  for (size_t i = 0; i < (size_t)m * k; i++) xf[i] = metrale_f16_to_f32(x[i]);
+  const int64_t nblocks = ((int64_t)n + NB - 1) / NB;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < nblocks; blk++) {
+    float *mine = wf + per * (size_t)omp_get_thread_num();
+    const uint32_t n0 = (uint32_t)blk * NB, n1 = n0 + NB < n ? n0 + NB : n;
+    for (size_t i = 0; i < (size_t)(n1 - n0) * k; i++) mine[i] = metrale_f16_to_f32(w[(size_t)n0 * k + i]);
+    for (uint32_t r = 0; r < m; r++)
+      for (uint32_t j = n0; j < n1; j++) y[(size_t)r * n + j] = dot_f32(xf + (size_t)r * k, mine + (size_t)(j - n0) * k, k);
+  }
+  free(xf), free(wf);
+  return METRALE_OK;
 }

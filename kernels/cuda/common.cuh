@@ -139,6 +139,26 @@ __device__ __forceinline__ bf16 f32_to_bf16(float f) {
   return (bf16)(u >> 16);
 }
 
+/* IEEE half bits of f, rounded to nearest even (past 65504 to infinity, subnormals kept,
+ * NaN kept NaN): integer steps bit-exact with metrale_f32_to_f16 (core/include/metrale/bf16.h). */
+__device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
+  const uint32_t u = __float_as_uint(f), a = u & 0x7fffffffu;
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (a >= 0x38800000u) {
+    uint32_t r = a - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+  }
+  if (a < 0x33000000u) return (uint16_t)sign;
+  const uint32_t shift = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u;
+  uint32_t q = m >> shift;
+  const uint32_t rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return (uint16_t)(sign | q);
+}
+
 /* The value a bf16 store and reload would give. */
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 

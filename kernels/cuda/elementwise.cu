@@ -1,4 +1,4 @@
-/* elementwise module: add, silu_mul. */
+/* elementwise module: add, silu_mul, f32_to_f16. */
 #include "common.cuh"
 
 MK_KERNEL(add)(bf16 *__restrict__ y, const bf16 *__restrict__ a, const bf16 *__restrict__ b,
@@ -18,3 +18,15 @@ MK_KERNEL(silu_mul)(bf16 *__restrict__ y, const bf16 *__restrict__ gu, unsigned 
     yr[i] = f32_to_bf16(silu_f(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
 }
 MK_CHECK(silu_mul, elementwise);
+
+/* 1024 elements a block, four a thread, each group of 256 consecutive. */
+MK_KERNEL(f32_to_f16)(uint16_t *__restrict__ y, const float *__restrict__ x, unsigned n) {
+  const size_t base = (size_t)blockIdx.x * 1024u + threadIdx.x;
+#pragma unroll
+  for (unsigned j = 0; j < 4; j++) {
+    const size_t i = base + 256u * j;
+    if (i < n) y[i] = f32_to_f16_bits(x[i]);
+  }
+}
+MK_CHECK(f32_to_f16, elementwise);
+static_assert(mk_block("f32_to_f16") == 256, "four groups of 256 elements a block");

@@ -788,6 +788,14 @@ MK_KERNEL_WS(gemm_f32in_hi_ws)(float *y, const float *x, const bf16 *w, unsigned
 }
 MK_CHECK(gemm_f32in_hi_ws, gemm);
 
+/* x and w IEEE halves in 16-bit storage (TMA copies bits, so bf16's maps serve), y f32 */
+MK_KERNEL_WS(gemm_f16_ws)(float *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_f16_ws, gemm);
+static_assert(mk_block("gemm_f16_ws") == ws::THREADS && mk_shared("gemm_f16_ws") == mk_shared("gemm_bf16_ws"),
+              "kernels.def: the bf16 ws tile's block and stages");
+
 /* BM x 256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
 #define MK_KERNEL_WS_SPLIT(name, XT, YT, BM, STAGES, slices)                                                 \
   extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(1, 1, slices)             \

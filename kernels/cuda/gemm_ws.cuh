@@ -163,15 +163,21 @@ template <unsigned BM, unsigned BN> struct part_of {
   static __device__ __forceinline__ unsigned col0(unsigned c) { return BM == 128 ? 0u : c * CN; }
 };
 
+/* The shared-memory MMA of 16-bit operands: bf16, or IEEE half (F16). */
+template <bool F16, unsigned N> struct mma_ss_of { using type = sm90::wgmma_ss<N>; };
+template <unsigned N> struct mma_ss_of<true, N> { using type = sm90::wgmma_ss_f16<N>; };
+
 /* A consumer warpgroup (c = 0, 1: its part_of the tile) over k steps 0..NT-1.
- * f32 x: LO adds the product of x's low part (x = hi + lo); without it x counts as bf16(x). */
-template <typename XT, unsigned STAGES, bool LO, unsigned BM, unsigned BN>
+ * f32 x: LO adds the product of x's low part (x = hi + lo); without it x counts as bf16(x).
+ * 16-bit x: F16 takes x and w as IEEE halves (gemm_f16_ws), else as bf16. */
+template <typename XT, unsigned STAGES, bool LO, unsigned BM, unsigned BN, bool F16 = false>
 __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uint32_t s0, uint64_t *full,
                                         uint64_t *empty, unsigned c, unsigned NT) {
   using R = ring<XT, STAGES, BM, BN>;
   using P = part_of<BM, BN>;
-  using mma_ss = sm90::wgmma_ss<P::CN>;
+  using mma_ss = typename mma_ss_of<F16, P::CN>::type;
   using mma_rs = sm90::wgmma_rs<P::CN>;
+  static_assert(!F16 || sizeof(XT) == 2, "IEEE half operands come from 16-bit x");
   const uint32_t b_off = R::A_BYTES + P::col0(c) * tile_of<bf16>::ROW_BYTES; /* this part's w rows */
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   pin(acc);
@@ -227,7 +233,7 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
  * partial tile over the ring and the cluster adds the partials in rank order (tc::split_sum,
  * by the consumers' 256 threads; the producer warps have exited by then). */
 template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256,
-          unsigned BM = 128>
+          unsigned BM = 128, bool F16 = false>
 __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   __shared__ uint64_t full[STAGES], empty[STAGES];
@@ -268,7 +274,7 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   float acc[P::NACC];
 #pragma unroll
   for (unsigned i = 0; i < P::NACC; i++) acc[i] = 0.0f;
-  consume<XT, STAGES, LO, BM, BN>(acc, s0, full, empty, c, NT);
+  consume<XT, STAGES, LO, BM, BN, F16>(acc, s0, full, empty, c, NT);
 
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: the rows its fragments read (frag_row) */

@@ -85,10 +85,12 @@ __device__ __forceinline__ uint64_t desc_plain(uint32_t addr, uint32_t lbo, uint
  * each warp's 16 rows in registers. */
 template <unsigned N> struct wgmma_ss;
 template <unsigned N> struct wgmma_rs;
-#define MK_WGMMA_SS(N, ACC, OPS, DA, DB)                                                          \
-  template <> struct wgmma_ss<N> {                                                                \
+/* wgmma_ss with IEEE half operands (the same layouts and descriptors: 16-bit elements) */
+template <unsigned N> struct wgmma_ss_f16;
+#define MK_WGMMA_SS_T(NAME, TY, N, ACC, OPS, DA, DB)                                              \
+  template <> struct NAME<N> {                                                                    \
     static __device__ __forceinline__ void run(float (&d)[N / 2], uint64_t da, uint64_t db) {     \
-      asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" ACC "}, %" #DA    \
+      asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" ACC "}, %" #DA \
                    ", %" #DB ", 1, 1, 1, 0, 0;\n"                                                 \
                    : OPS(d)                                                                      \
                    : "l"(da), "l"(db));                                                          \
@@ -103,14 +105,17 @@ template <unsigned N> struct wgmma_rs;
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                       \
     }                                                                                            \
   };
+#define MK_WGMMA_SS(N, ACC, OPS, DA, DB) MK_WGMMA_SS_T(wgmma_ss, "bf16", N, ACC, OPS, DA, DB)
 MK_WGMMA_SS(32, MK_ACC_16, MK_ACC_OPS_16, 16, 17)
 MK_WGMMA_SS(64, MK_ACC_32, MK_ACC_OPS_32, 32, 33)
 MK_WGMMA_SS(128, MK_ACC_64, MK_ACC_OPS_64, 64, 65)
 MK_WGMMA_SS(256, MK_ACC_128, MK_ACC_OPS_128, 128, 129)
+MK_WGMMA_SS_T(wgmma_ss_f16, "f16", 256, MK_ACC_128, MK_ACC_OPS_128, 128, 129)
 MK_WGMMA_RS(128, MK_ACC_64, MK_ACC_OPS_64, 64, 65, 66, 67, 68)
 MK_WGMMA_RS(192, MK_ACC_96, MK_ACC_OPS_96, 96, 97, 98, 99, 100)
 MK_WGMMA_RS(256, MK_ACC_128, MK_ACC_OPS_128, 128, 129, 130, 131, 132)
 #undef MK_WGMMA_SS
+#undef MK_WGMMA_SS_T
 #undef MK_WGMMA_RS
 #undef MK_ACC_16
 #undef MK_ACC_32

@@ -1,4 +1,4 @@
-/* elementwise module: add, silu_mul. */
+/* elementwise module: add, silu_mul, f32_to_f16. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -60,6 +60,44 @@ Test(elementwise, silu_mul) {
     if (cf_run(&ctx, &l, k)) cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
     cf_launch_free(&l);
     free(gu), free(ref);
+  }
+  cf_close(&ctx);
+}
+
+/* f32_to_f16: exact, against bf16.h's conversion (itself checked against the compiler's
+ * _Float16 in tests/unit/test_half.c).  Values across the whole half range and past it:
+ * ties at 1 + 2^-11 steps, subnormals, overflow to infinity, infinities.  Not NaN: its
+ * payload is each backend's own, and the oracle comparison is bit for bit. */
+Test(elementwise, f32_to_f16) {
+  CF_BEGIN(ctx, k, METRALE_K_f32_to_f16);
+  static const uint32_t sizes[] = {1, 7, 1024, 1025, 70000};
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    const uint32_t n = sizes[si];
+    snprintf(ctx.shape, sizeof ctx.shape, "n=%u", n);
+    float *x = cf_alloc(n, 4);
+    uint16_t *want = cf_alloc(n, 2);
+    for (uint32_t i = 0; i < n; i++) {
+      const double u = mt_uniform(&ctx.rng, -1, 1);
+      switch (i % 6) {
+        case 0: x[i] = (float)(u * 70000.0); break;                               /* past 65504 too */
+        case 1: x[i] = (float)(u * 1e-6); break;                                  /* subnormal halves */
+        case 2: x[i] = (float)(1.0 + ((int)(u * 1000)) * 0x1p-11); break;          /* ties between halves */
+        case 3: x[i] = (float)ldexp(u, (int)mt_below(&ctx.rng, 40) - 30); break;  /* any exponent */
+        case 4: x[i] = i % 12 == 4 ? INFINITY : -INFINITY; break;
+        default: x[i] = (float)u; break;
+      }
+      want[i] = metrale_f32_to_f16(x[i]);
+    }
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_f32_to_f16, (gpu_dim3){(n + 1023) / 1024, 1, 1});
+    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, n, NULL, 0); /* 16-bit words, compared bit for bit */
+    int bx = cf_buf_add(&l, "x", CF_F32, CF_IN, n, x, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, bx);
+    cf_arg_u32(&l, n);
+    if (cf_run(&ctx, &l, k)) cf_check_exact(&ctx, "y", cf_bf16(&l, by), want, 2, n);
+    cf_launch_free(&l);
+    free(x), free(want);
   }
   cf_close(&ctx);
 }

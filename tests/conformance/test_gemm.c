@@ -211,3 +211,42 @@ Test(gemm, gemm_f32in_splitk) {
   run_gemm_xz(METRALE_K_gemm_f32in_splitk, splitk_shapes, sizeof splitk_shapes / sizeof splitk_shapes[0], 1,
               1, 64, 4);
 }
+
+/* gemm_f16_ws: x and w IEEE half values that bf16 cannot hold (10-bit mantissas, some
+ * subnormal), so that a kernel taking them as bf16, or rounding them to bf16, fails; the
+ * products are exact in f32, so the f32 tolerance applies. */
+Test(gemm, gemm_f16_ws) {
+  CF_BEGIN(ctx, kern, METRALE_K_gemm_f16_ws);
+  for (size_t si = 0; si < sizeof ws_shapes / sizeof ws_shapes[0]; si++) {
+    const mnk *s = &ws_shapes[si];
+    snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u K=%u", s->m, s->n, s->k);
+    const size_t nx = (size_t)s->m * s->k, nw = (size_t)s->n * s->k, ny = (size_t)s->m * s->n;
+    uint16_t *x = cf_alloc(nx, 2), *w = cf_alloc(nw, 2);
+    for (size_t i = 0; i < nx; i++)
+      x[i] = metrale_f32_to_f16((float)mt_uniform(&ctx.rng, -1, 1) * (i % 97 == 3 ? 1e-5f : 4.0f));
+    for (size_t i = 0; i < nw; i++) w[i] = metrale_f32_to_f16((float)mt_uniform(&ctx.rng, -1, 1));
+    double *ref = cf_alloc(ny, sizeof(double));
+    for (uint32_t i = 0; i < s->m; i++)
+      for (uint32_t j = 0; j < s->n; j++) {
+        double acc = 0.0;
+        for (uint32_t q = 0; q < s->k; q++)
+          acc += (double)metrale_f16_to_f32(x[(size_t)i * s->k + q]) * metrale_f16_to_f32(w[(size_t)j * s->k + q]);
+        ref[(size_t)i * s->n + j] = acc;
+      }
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_gemm_f16_ws, (gpu_dim3){(s->n + 255) / 256, (s->m + 127) / 128, 1});
+    int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
+    int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0); /* 16-bit words holding halves */
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
+    cf_arg_buf(&l, by);
+    cf_arg_buf(&l, bx);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, s->m);
+    cf_arg_u32(&l, s->n);
+    cf_arg_u32(&l, s->k);
+    if (cf_run(&ctx, &l, kern)) cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, ny, CF_TOL_F32);
+    cf_launch_free(&l);
+    free(x), free(w), free(ref);
+  }
+  cf_close(&ctx);
+}

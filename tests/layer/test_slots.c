@@ -2,6 +2,8 @@
  * decode == prefill == split, a batch == each sequence alone, a reused slot == a fresh
  * one, slot -1 is never touched, and a failed call leaves every slot unchanged. */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,8 +73,9 @@ Test(modes, decode_and_split_equal_prefill) {
   metrale_device_destroy(dev);
 }
 
-/* A prefill long and wide enough for the GEMMs' large tiles (on CUDA sm_90a: in_proj and z
- * on the 128x256 warp-specialised tiles, z from bf16(x); 34 tile rows) and for the conv with
+/* A prefill long and wide enough for the GEMMs' large tiles (on CUDA sm_90a: q|k|v and z on
+ * the 128x256 warp-specialised tiles of fp16 x and in_proj, gemm_f16_ws, where the backend
+ * has it, else z from bf16(x); 34 tile rows) and for the conv with
  * the l2norm in one pass (C = 2304: 3 x 68 blocks, over 1.5 an SM on 132 SMs) agrees with
  * decoding the same tokens one at a time (gemv, f32 x throughout, the l2norm apart) and with a
  * split of the two.  (On lavapipe it also runs the Vulkan prefill in windows:
@@ -87,6 +90,103 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   float *x = random_x((uint64_t)lens[0] * cfg.hidden_size, 29);
   expect_modes_agree(dev, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 4000);
   free(x);
+  metrale_device_destroy(dev);
+}
+
+/* A weight source that plants one in_proj weight beyond IEEE half's range (bf16(70000) = 70144) into the
+ * seeded random weights. */
+typedef struct huge_source {
+  metrale_weight_source inner;
+} huge_source;
+
+static metrale_status huge_upload(void *ctx, metrale_device *dev, const char *name, metrale_dtype to,
+                                  const uint64_t *shape, uint32_t ndim, gpu_ptr dst) {
+  huge_source *h = ctx;
+  METRALE_RETURN_IF_ERROR(h->inner.upload(h->inner.ctx, dev, name, to, shape, ndim, dst));
+  if (strcmp(name, "linear_attn.in_proj_qkvz.weight") != 0) return METRALE_OK;
+  gpu_backend *be = metrale_device_backend(dev);
+  const metrale_bf16 big = metrale_f32_to_bf16(70000.0f);
+  METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, dst + 2 * 5, &big, 2, NULL)); /* row 0 (q), element 5 */
+  return be->vt->stream_sync(be, NULL);
+}
+
+/* The layer's description, as a string (free it). */
+static char *describe(const metrale_qwen3_ssm_layer *L) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert(f);
+  metrale_qwen3_ssm_layer_describe(L, f);
+  fclose(f);
+  return text;
+}
+
+/* Where the backend runs the prefill's q|k|v and z on IEEE half operands (gemm_f16_ws), a
+ * layer whose in_proj holds a weight past half's range must keep f32 x there (the audit says
+ * why) instead of projecting through an infinity: its prefill stays finite.  The same layer
+ * without that weight takes the half path, so the check is not vacuous.  4352 tokens: enough
+ * 128x256 tiles for the ws rule on an H200 as on the cpu. */
+Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  gpu_backend *be = metrale_device_backend(dev);
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  cfg.hidden_size = 256;
+  cfg.nk = 2, cfg.nv = 2, cfg.dk = 64, cfg.dv = 128; /* q|k|v: 512 columns, z: 256 */
+  metrale_random_source rs = {41};
+  huge_source hs = {metrale_weight_source_random(&rs)};
+  metrale_weight_source huge = {huge_upload, &hs};
+  metrale_qwen3_ssm_layer *plain = NULL, *odd = NULL;
+  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &plain));
+  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, huge, &odd));
+  gpu_kernel k16 = 0;
+  metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
+  const int has16 = s == NULL;
+  metrale_status_free(s);
+  char *dp = describe(plain), *dodd = describe(odd);
+  if (has16) {
+    cr_expect(strstr(dp, "gemm_f16_ws (fp16 x") != NULL, "the plain layer does not take gemm_f16_ws:\n%s", dp);
+    cr_expect(strstr(dodd, "no fp16 in_proj in this layer: in_proj row 0 holds 70144") != NULL,
+              "the layer with 70000 in in_proj does not say it keeps f32 x:\n%s", dodd);
+    cr_expect(strstr(dodd, "gemm_f16_ws (fp16 x") == NULL, "the layer with 70000 in in_proj takes gemm_f16_ws");
+  } else {
+    cr_log_info("this backend has no gemm.gemm_f16_ws: both layers keep f32 x");
+  }
+  free(dp), free(dodd);
+
+  const uint32_t T = 4352;
+  const uint64_t n = (uint64_t)T * cfg.hidden_size;
+  metrale_state_pool *pool = NULL;
+  CHECK(metrale_state_pool_create(dev, metrale_state_dims_of(&cfg), 1, &pool));
+  gpu_ptr x = 0, y = 0;
+  CHECK(metrale_alloc(dev, n * 2, &x));
+  CHECK(metrale_alloc(dev, n * 2, &y));
+  float *fx = random_x(n, 43);
+  metrale_bf16 *hx = malloc(n * 2);
+  cr_assert(hx);
+  for (uint64_t i = 0; i < n; i++) hx[i] = metrale_f32_to_bf16(fx[i]);
+  CHECK(be->vt->copy_h2d(be, x, hx, n * 2, NULL));
+  int32_t slot = 0, cu[2] = {0, (int32_t)T};
+  CHECK(metrale_qwen3_ssm_prefill(odd, pool, METRALE_PART_LAYER, cu, &slot, 1, x, y, NULL));
+  CHECK(be->vt->copy_d2h(be, hx, y, n * 2, NULL));
+  CHECK(be->vt->stream_sync(be, NULL));
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < n; i++) bad += !isfinite(metrale_bf16_to_f32(hx[i]));
+  cr_expect_eq(bad, 0, "%llu of %llu outputs are not finite", (unsigned long long)bad, (unsigned long long)n);
+  const uint64_t cf = metrale_state_pool_conv_floats(pool), rf = metrale_state_pool_recurrent_floats(pool);
+  float *st = malloc((cf + rf) * sizeof *st);
+  cr_assert(st);
+  CHECK(metrale_state_pool_read(pool, 0, st, st + cf));
+  bad = 0;
+  for (uint64_t i = 0; i < cf + rf; i++) bad += !isfinite(st[i]);
+  cr_expect_eq(bad, 0, "%llu of the state's %llu values are not finite", (unsigned long long)bad,
+               (unsigned long long)(cf + rf));
+  free(st), free(fx), free(hx);
+  metrale_free(dev, x);
+  metrale_free(dev, y);
+  metrale_state_pool_destroy(pool);
+  metrale_qwen3_ssm_layer_destroy(plain);
+  metrale_qwen3_ssm_layer_destroy(odd);
   metrale_device_destroy(dev);
 }
 

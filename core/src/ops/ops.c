@@ -99,6 +99,15 @@ static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K
                                            {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}},
                                           METRALE_K_COUNT};
 
+/* q|k|v and z at prefill on IEEE half operands: the ws tile only */
+static const gemm_family GEMM_F16 = {METRALE_K_COUNT, METRALE_K_gemm_f16_ws,
+                                     METRALE_K_COUNT, METRALE_K_COUNT,
+                                     METRALE_K_COUNT, METRALE_K_COUNT,
+                                     0,               METRALE_K_COUNT,
+                                     {{METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
+                                      {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}},
+                                     METRALE_K_COUNT};
+
 /* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
  * SMs: in_proj at decode batch 256 makes 98 of them on the H200's 132 SMs (docs/perf-gemm.md).
  * n = 0 (unknown) taken as wide. */
@@ -320,6 +329,19 @@ metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
 metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                uint32_t m, uint32_t n, uint32_t k) {
   return gemm_run(o, &GEMM_F32IN_HI, st, y, x, w, m, n, k);
+}
+
+int metrale_ops_f16_gemm_fits(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
+  return has_kernel(o, METRALE_K_f32_to_f16) && (uint64_t)m * k <= UINT32_MAX && use_ws(o, &GEMM_F16, m, n);
+}
+
+metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, uint32_t n) {
+  LAUNCH(o, st, f32_to_f16, CEIL_DIV(n, 1024), 1, P(y), P(x), U(n));
+}
+
+metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w, uint32_t m,
+                           uint32_t n, uint32_t k) {
+  LAUNCH(o, st, gemm_f16_ws, CEIL_DIV(n, 256), CEIL_DIV(m, 128), P(y), P(x), P(w), U(m), U(n), U(k));
 }
 
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,

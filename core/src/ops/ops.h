@@ -59,6 +59,15 @@ metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
  * z does not feed the recurrence (docs/numerics.md). */
 metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                uint32_t m, uint32_t n, uint32_t k);
+/* The prefill's q|k|v and z projections on IEEE half operands (gemm_f16_ws, docs/numerics.md):
+ * whether the backend has the kernels and a GEMM of m x n (k deep) takes the 128x256 tiles
+ * there, by the rule of the other ws tiles. */
+int metrale_ops_f16_gemm_fits(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
+/* y fp16 [n] = x f32 [n] (elementwise.f32_to_f16) */
+metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, uint32_t n);
+/* y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T on gemm_f16_ws (where metrale_ops_f16_gemm_fits) */
+metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                           uint32_t m, uint32_t n, uint32_t k);
 /* p f32 [T, P] in the order [q | k | v | z | b | a] (kernels.def split_qkvzba35) into its
  * pieces. */
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,

@@ -102,7 +102,7 @@ static void describe_gemm(FILE *out, const char *label, gemm_path_fn path, const
 static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, int moe, FILE *out) {
   const uint32_t nvdv = d->nv * d->dv;
   fprintf(out, "  projections at decode 1 / 8 / 64 / 256 / prefill 4096:\n");
-  describe_gemm(out, "in_proj (q|k|v at prefill):", metrale_ops_gemm_f32in_path, o, d->P, d->C, d->H);
+  describe_gemm(out, "in_proj (q|k|v on f32 x):", metrale_ops_gemm_f32in_path, o, d->P, d->C, d->H);
   if (moe) describe_gemm(out, "router logits:", metrale_ops_gemm_f32_path, o, d->E + 1, d->E + 1, d->H);
   describe_gemm(out, "out_proj:", metrale_ops_gemm_path, o, d->H, d->H, nvdv);
   metrale_kernel_id split[METRALE_K_COUNT];
@@ -112,11 +112,22 @@ static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, 
   fprintf(out, "%s\n", n_split ? "" : " none in this backend");
 }
 
-/* z at a 4096-token prefill */
-static void describe_z(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
-  const char *z_path = metrale_ops_gemm_z_path(o, 4096, d->nv * d->dv, d->H);
-  fprintf(out, "  z projection, prefill 4096:    gemm.%s%s\n", z_path,
-          strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
+/* q|k|v and z at a 4096-token prefill.  f16_off: why the layer has no fp16 in_proj ("" when
+ * it has one; NULL for a shape without weights, taken as convertible). */
+static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d, const char *f16_off, FILE *out) {
+  const uint32_t nvdv = d->nv * d->dv;
+  const int have16 = !f16_off || !f16_off[0];
+  static const char f16[] = "gemm_f16_ws (fp16 x from elementwise.f32_to_f16, in_proj in fp16)";
+  fprintf(out, "  %-31sgemm.%s\n", "q|k|v, prefill 4096:",
+          have16 && metrale_ops_f16_gemm_fits(o, 4096, d->C, d->H) ? f16 : metrale_ops_gemm_f32in_path(o, 4096, d->C, d->H));
+  if (have16 && metrale_ops_f16_gemm_fits(o, 4096, nvdv, d->H)) {
+    fprintf(out, "  z projection, prefill 4096:    gemm.%s\n", f16);
+  } else {
+    const char *z_path = metrale_ops_gemm_z_path(o, 4096, nvdv, d->H);
+    fprintf(out, "  z projection, prefill 4096:    gemm.%s%s\n", z_path,
+            strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
+  }
+  if (!have16 && o->k[METRALE_K_gemm_f16_ws]) fprintf(out, "    (no fp16 in_proj in this layer: %s)\n", f16_off);
 }
 
 /* The decode mixer's kernels between the projections (the audit's layer and shape). */
@@ -152,7 +163,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
   fprintf(out, "  hidden %u, %u key / %u value heads of %u/%u, conv %u, %s FFN\n", d.H, d.nk, d.nv, d.dk, d.dv,
           d.K, moe ? "MoE" : "dense");
   describe_projections(&ops, &d, moe, out);
-  describe_z(&ops, &d, out);
+  describe_prefill_proj(&ops, &d, NULL, out);
   describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n", metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv));
   if (moe) describe_moe(&ops, &d, out);
@@ -181,7 +192,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   describe_decode(o, d, out);
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");
-  describe_z(o, d, out);
+  describe_prefill_proj(o, d, L->f16_off, out);
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(o));

@@ -3,7 +3,9 @@
  *   mixed [T, C], z [T, nv*dv], b, a [T, nv] = x [T, H] . in_proj^T   (x .. o in f32;
  *                       in_proj's rows are [q | k | v | z | b | a] for both families,
  *                       weights.c: prefill runs one GEMM per piece, decode one gemv
- *                       into proj [B, P] and the Qwen3.5-layout split or fused kernel)
+ *                       into proj [B, P] and the Qwen3.5-layout split or fused kernel;
+ *                       prefill's q|k|v and z on fp16(x) and in_proj16 where the backend
+ *                       has gemm_f16_ws and its tiles pay: docs/numerics.md)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
  *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv (prefill:
  *                       in the conv's pass where the backend can)
@@ -40,8 +42,17 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
   } else {
     const uint64_t row = (uint64_t)d->H * 2; /* bytes of an in_proj row */
     const gpu_ptr wz = w->in_proj + (uint64_t)d->C * row, wb = wz + (uint64_t)nvdv * row;
-    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->mixed, x, w->in_proj, T, d->C, d->H));
-    METRALE_RETURN_IF_ERROR(op_gemm_f32in_z(o, st, s->z, x, wz, T, nvdv, d->H));
+    const int f16_qkv = w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, d->C, d->H);
+    const int f16_z = w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, nvdv, d->H);
+    if (f16_qkv || f16_z) METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
+    if (f16_qkv)
+      METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->mixed, s->x16, w->in_proj16, T, d->C, d->H));
+    else
+      METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->mixed, x, w->in_proj, T, d->C, d->H));
+    if (f16_z)
+      METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->z, s->x16, w->in_proj16 + (uint64_t)d->C * d->H * 2, T, nvdv, d->H));
+    else
+      METRALE_RETURN_IF_ERROR(op_gemm_f32in_z(o, st, s->z, x, wz, T, nvdv, d->H));
     /* b and a (in_proj's last 2 nv rows, b first) and from them g and beta */
     METRALE_RETURN_IF_ERROR(op_ba_gates(o, st, s->g, s->beta, s->b, x, wb, w->a_log, w->dt_bias, T, d->nv, d->H));
   }

@@ -21,6 +21,7 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
   uint64_t u = 0;
   o->xn = take(&u, t * H * 4);
   o->proj = take(&u, t * d->P * 4);
+  o->x16 = o->proj; /* prefill only, and proj is decode's: T*H halves fit in T*P floats */
   o->mixed = take(&u, t * d->C * 4);
   o->z = take(&u, t * nvdv * 4);
   o->b = take(&u, 2 * t * d->nv * 4); /* b [T, nv] then a [T, nv]; prefill: [T, 2nv] rows [b | a] */

@@ -6,10 +6,14 @@
  *              one layout serves both families and a prefill's projection can be four
  *              GEMMs writing q|k|v, z, b and a where they go (mixer.c)
  *   router   = [mlp.gate ; mlp.shared_expert_gate]
- *   gate_up  = [gate_proj ; up_proj]                  (dense MLP, each expert, shared expert) */
+ *   gate_up  = [gate_proj ; up_proj]                  (dense MLP, each expert, shared expert)
+ * and, where the backend has the prefill's IEEE half projection (gemm_f16_ws), a copy of
+ * in_proj's q|k|v and z rows in fp16 (in_proj16). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "layer.h"
+#include "metrale/bf16.h"
 
 #define ALIGN 256u
 
@@ -71,6 +75,44 @@ static metrale_status up_next_in_proj(upload_ctx *u, gpu_ptr dst) {
   return w;
 }
 
+/* Whether this layer's prefill may take gemm_f16_ws for q|k|v and z (mixer.c): the backend
+ * has the kernels.  The weights' range is checked when they are converted. */
+static int wants_in_proj16(const metrale_qwen3_ssm_layer *L) {
+  return L->ops.k[METRALE_K_gemm_f16_ws] && L->ops.k[METRALE_K_f32_to_f16];
+}
+
+/* in_proj16 [rows, H] = in_proj's first rows in IEEE half, through a host buffer a block of
+ * rows at a time.  bf16 converts exactly for 2^-17 <= |w| < 65520 (smaller values keep their
+ * top bits); a weight at or past 65520 (or not finite) has no half, and then the layer keeps
+ * its f32-x projections (L->f16_off says why) rather than run on infinities. */
+static metrale_status make_in_proj16(metrale_qwen3_ssm_layer *L, uint64_t rows) {
+  enum { BLOCK = 1u << 19 }; /* elements a round trip: 1 MiB of bf16 */
+  gpu_backend *be = metrale_device_backend(L->dev);
+  const uint64_t n = rows * L->d.H;
+  uint16_t *buf = malloc(BLOCK * sizeof *buf);
+  if (!buf) return METRALE_ERROR(OUT_OF_MEMORY, "in_proj fp16 staging buffer");
+  metrale_status s = METRALE_OK;
+  for (uint64_t at = 0; at < n && !s && !L->f16_off[0]; at += BLOCK) {
+    const uint64_t c = n - at < BLOCK ? n - at : BLOCK;
+    s = be->vt->copy_d2h(be, buf, L->w.in_proj + 2 * at, 2 * c, NULL);
+    if (!s) s = be->vt->stream_sync(be, NULL);
+    for (uint64_t i = 0; i < c && !s; i++) {
+      const float v = metrale_bf16_to_f32(buf[i]);
+      if (!(v > -65520.0f && v < 65520.0f)) {
+        snprintf(L->f16_off, sizeof L->f16_off, "in_proj row %llu holds %g, beyond IEEE half's range",
+                 (unsigned long long)((at + i) / L->d.H), (double)v);
+        break;
+      }
+      buf[i] = metrale_f32_to_f16(v);
+    }
+    if (!s && !L->f16_off[0]) s = be->vt->copy_h2d(be, L->w.in_proj16 + 2 * at, buf, 2 * c, NULL);
+    if (!s) s = be->vt->stream_sync(be, NULL); /* before buf is refilled */
+  }
+  free(buf);
+  if (!s && L->f16_off[0]) L->w.in_proj16 = 0;
+  return s;
+}
+
 metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight_source src) {
   const qwen3_ssm_dims *d = &L->d;
   const uint64_t H = d->H, bf = 2;
@@ -81,6 +123,8 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   uint64_t o_alog = take(&c, d->nv * 4ull), o_dt = take(&c, d->nv * bf);
   uint64_t o_gnorm = take(&c, d->dv * bf);
   uint64_t o_out = take(&c, H * d->nv * d->dv * bf);
+  const uint64_t rows16 = (uint64_t)d->C + (uint64_t)d->nv * d->dv; /* q|k|v and z */
+  const uint64_t o_in_proj16 = wants_in_proj16(L) ? take(&c, rows16 * H * 2) : 0;
   uint64_t o_mlp_gu = 0, o_mlp_down = 0, o_router = 0, o_egu = 0, o_edown = 0, o_sgu = 0, o_sdown = 0;
   if (L->moe) {
     o_router = take(&c, (uint64_t)(d->E + 1) * H * bf);
@@ -105,6 +149,9 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   w->dt_bias = base + o_dt;
   w->gnorm = base + o_gnorm;
   w->out_proj = base + o_out;
+  w->in_proj16 = wants_in_proj16(L) ? base + o_in_proj16 : 0;
+  if (!wants_in_proj16(L))
+    snprintf(L->f16_off, sizeof L->f16_off, "the backend lacks gemm.gemm_f16_ws or elementwise.f32_to_f16");
 
   upload_ctx u = {L, src};
   const metrale_dtype B = METRALE_DTYPE_BF16;
@@ -123,6 +170,7 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   } else {
     METRALE_RETURN_IF_ERROR(up_next_in_proj(&u, w->in_proj));
   }
+  if (w->in_proj16) METRALE_RETURN_IF_ERROR(make_in_proj16(L, rows16));
   METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.conv1d.weight", B, w->conv, 3, d->C, 1, d->K));
   METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.A_log", METRALE_DTYPE_F32, w->a_log, 1, d->nv, 0, 0));
   METRALE_RETURN_IF_ERROR(up(&u, "linear_attn.dt_bias", B, w->dt_bias, 1, d->nv, 0, 0));
