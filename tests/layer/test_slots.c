@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "layer_util.h"
+#include "layers/qwen3_ssm/layer.h" /* the scratch layout (white box) */
 
 static void small_config(metrale_qwen3_config *c, int moe) {
   memset(c, 0, sizeof *c);
@@ -89,6 +90,46 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   const uint32_t lens[] = {34 * 128};
   float *x = random_x((uint64_t)lens[0] * cfg.hidden_size, 29);
   expect_modes_agree(dev, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 4000);
+  free(x);
+  metrale_device_destroy(dev);
+}
+
+/* A wide hidden size over few, narrow heads (H = 2048 > 2 P): the prefill's fp16 copy of x
+ * (H halves a token) is larger than the decode projection's scratch it borrows (P floats a
+ * token).  Prefill agrees with decode, and (white box: the cpu's GEMM copies x before it
+ * writes, so an overlap would not show in its results) the copy ends before every other
+ * scratch buffer that starts after it. */
+Test(modes, wide_hidden_few_heads_prefill_equals_decode) {
+  metrale_device *dev = lt_open_device();
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  cfg.hidden_size = 2048;
+  cfg.nk = 1, cfg.nv = 1, cfg.dk = 128, cfg.dv = 128; /* q|k|v 384 columns: the ws rule on the cpu */
+  const uint32_t lens[] = {150, 40};
+  float *x = random_x(190ull * cfg.hidden_size, 47);
+  expect_modes_agree(dev, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 1);
+
+  metrale_random_source rs = {17};
+  metrale_qwen3_ssm_layer *L = NULL;
+  metrale_state_pool *pool = NULL;
+  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
+  CHECK(metrale_state_pool_create(dev, metrale_state_dims_of(&cfg), 1, &pool));
+  const uint32_t T = 190;
+  gpu_ptr xd = 0, yd = 0;
+  CHECK(metrale_alloc(dev, (uint64_t)T * cfg.hidden_size * 4, &xd));
+  CHECK(metrale_alloc(dev, (uint64_t)T * cfg.hidden_size * 2, &yd));
+  gpu_backend *be = metrale_device_backend(dev);
+  CHECK(be->vt->memset(be, xd, 0, (uint64_t)T * cfg.hidden_size * 4, NULL));
+  int32_t slot = 0, cu[2] = {0, (int32_t)T};
+  CHECK(metrale_qwen3_ssm_prefill(L, pool, METRALE_PART_MIXER, cu, &slot, 1, xd, yd, NULL));
+  CHECK(be->vt->stream_sync(be, NULL));
+  const gpu_ptr *buf = (const gpu_ptr *)&L->s, end16 = L->s.x16 + (uint64_t)T * cfg.hidden_size * 2;
+  for (size_t i = 0; i < sizeof L->s / sizeof(gpu_ptr); i++)
+    cr_expect(buf[i] <= L->s.x16 || buf[i] >= end16, "scratch buffer %zu starts inside the fp16 x of %u tokens", i, T);
+  metrale_free(dev, xd);
+  metrale_free(dev, yd);
+  metrale_state_pool_destroy(pool);
+  metrale_qwen3_ssm_layer_destroy(L);
   free(x);
   metrale_device_destroy(dev);
 }

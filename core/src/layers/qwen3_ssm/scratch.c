@@ -20,8 +20,9 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
   const uint64_t tc = T < QWEN3_SSM_FFN_CHUNK ? T : QWEN3_SSM_FFN_CHUNK;
   uint64_t u = 0;
   o->xn = take(&u, t * H * 4);
-  o->proj = take(&u, t * d->P * 4);
-  o->x16 = o->proj; /* prefill only, and proj is decode's: T*H halves fit in T*P floats */
+  /* proj is decode's; a prefill's fp16 x (mixer.c) uses its bytes */
+  o->proj = take(&u, t * (d->P * 4 > H * 2 ? d->P * 4 : H * 2));
+  o->x16 = o->proj;
   o->mixed = take(&u, t * d->C * 4);
   o->z = take(&u, t * nvdv * 4);
   o->b = take(&u, 2 * t * d->nv * 4); /* b [T, nv] then a [T, nv]; prefill: [T, 2nv] rows [b | a] */
