@@ -44,38 +44,53 @@ static inline float hsum(const float acc[LANES]) {
   return s;
 }
 
-/* out[g] = x[g] . w for g < GROUP; x[g] fp32 rows [k], w bf16 [k]. */
-HOT static void dot_group(float out[GROUP], const float *const x[GROUP], const metrale_bf16 *w,
-                          uint32_t k) {
-  float acc[GROUP][LANES] = {{0}};
-  const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
-  uint32_t i = 0;
-  for (; i + LANES <= k; i += LANES) {
-    for (int l = 0; l < LANES; l++) {
-      float wl = cpu_bf(w[i + l]);
-      acc[0][l] += x0[i + l] * wl;
-      acc[1][l] += x1[i + l] * wl;
-      acc[2][l] += x2[i + l] * wl;
-      acc[3][l] += x3[i + l] * wl;
-    }
+/* dot_group<S>: out[g] = x[g] . w for g < GROUP, dot_one<S>: x . w; x fp32 rows [k], w [k] of
+ * type WT read as float by WF.  Both add in the same order (see the top of the file).  For
+ * bf16 weights (no suffix) and for IEEE half ones (_f16w, gemm_f16_ws). */
+#define DEFINE_DOTS(S, WT, WF)                                                                  \
+  HOT static void dot_group##S(float out[GROUP], const float *const x[GROUP], const WT *w,     \
+                               uint32_t k) {                                                   \
+    float acc[GROUP][LANES] = {{0}};                                                           \
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];                                \
+    uint32_t i = 0;                                                                            \
+    for (; i + LANES <= k; i += LANES) {                                                       \
+      for (int l = 0; l < LANES; l++) {                                                        \
+        float wl = WF(w[i + l]);                                                               \
+        acc[0][l] += x0[i + l] * wl;                                                           \
+        acc[1][l] += x1[i + l] * wl;                                                           \
+        acc[2][l] += x2[i + l] * wl;                                                           \
+        acc[3][l] += x3[i + l] * wl;                                                           \
+      }                                                                                        \
+    }                                                                                          \
+    for (int g = 0; g < GROUP; g++) {                                                          \
+      float s = 0.0f;                                                                          \
+      for (int l = 0; l < LANES; l++) s += acc[g][l];                                          \
+      for (uint32_t j = i; j < k; j++) s += x[g][j] * WF(w[j]);                                \
+      out[g] = s;                                                                              \
+    }                                                                                          \
+  }                                                                                            \
+  HOT static float dot_one##S(const float *x, const WT *w, uint32_t k) {                       \
+    float acc[LANES] = {0};                                                                    \
+    uint32_t i = 0;                                                                            \
+    for (; i + LANES <= k; i += LANES)                                                         \
+      for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * WF(w[i + l]);                       \
+    float s = hsum(acc);                                                                       \
+    for (; i < k; i++) s += x[i] * WF(w[i]);                                                   \
+    return s;                                                                                  \
   }
-  for (int g = 0; g < GROUP; g++) {
-    float s = 0.0f;
-    for (int l = 0; l < LANES; l++) s += acc[g][l];
-    for (uint32_t j = i; j < k; j++) s += x[g][j] * cpu_bf(w[j]);
-    out[g] = s;
-  }
+/* IEEE half -> float for the dot loops: the compiler's _Float16 where it has one (the
+ * x86-64-v3 clones then convert 8 at a time with F16C), else bf16.h's exact integer form. */
+#if defined(__FLT16_MAX__)
+static inline float half_w(uint16_t h) {
+  _Float16 v;
+  memcpy(&v, &h, sizeof v);
+  return (float)v;
 }
-
-HOT static float dot_one(const float *x, const metrale_bf16 *w, uint32_t k) {
-  float acc[LANES] = {0};
-  uint32_t i = 0;
-  for (; i + LANES <= k; i += LANES)
-    for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * cpu_bf(w[i + l]);
-  float s = hsum(acc);
-  for (; i < k; i++) s += x[i] * cpu_bf(w[i]);
-  return s;
-}
+#else
+#define half_w metrale_f16_to_f32
+#endif
+DEFINE_DOTS(, metrale_bf16, cpu_bf)
+DEFINE_DOTS(_f16w, uint16_t, half_w)
 
 /* A list of activation rows that share one weight matrix: entry i reads fp32 row
  * xrow[i] of [.., k] and writes output row yrow[i] of [.., n] (NULL lists: row i). */
@@ -284,42 +299,34 @@ metrale_status cpu_k_gemm_f32in_hi_ws(const gpu_arg *args) {
   return s;
 }
 
-/* f32 partial sums over LANES lanes, as dot_one, of two f32 rows [k]. */
-HOT static float dot_f32(const float *x, const float *w, uint32_t k) {
-  float acc[LANES] = {0};
-  uint32_t i = 0;
-  for (; i + LANES <= k; i += LANES)
-    for (int l = 0; l < LANES; l++) acc[l] += x[i + l] * w[i + l];
-  float s = hsum(acc);
-  for (; i < k; i++) s += x[i] * w[i];
-  return s;
-}
-
-/* gemm_f16_ws: y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T.  Both operands become f32
- * exactly (x once, w a block of NB rows at a time into the thread's buffer), so the products
- * are exact and only the f32 sums round. */
+/* gemm_f16_ws: y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T.  x becomes f32 once; the weights
+ * are converted in the dot loops (exact: bf16.h), so the products are exact and only the f32
+ * sums round.  Blocks of NB weight rows, rows in groups of GROUP, as apply_block. */
 metrale_status cpu_k_gemm_f16_ws(const gpu_arg *args) {
   float *y = cpu_arg_p(args, 0);
   const uint16_t *x = cpu_arg_p(args, 1), *w = cpu_arg_p(args, 2);
   const uint32_t m = cpu_arg_u(args, 3), n = cpu_arg_u(args, 4), k = cpu_arg_u(args, 5);
   if (m == 0 || n == 0) return METRALE_OK;
-  const size_t per = (size_t)NB * k + 1;
   float *xf = malloc((size_t)m * k * sizeof *xf + sizeof *xf);
-  float *wf = malloc(per * sizeof *wf * (size_t)omp_get_max_threads());
-  if (!xf || !wf) {
-    free(xf), free(wf);
-    return METRALE_ERROR(OUT_OF_MEMORY, "gemm_f16_ws: f32 copies of x [%u, %u] and of weight blocks", m, k);
-  }
+  if (!xf) return METRALE_ERROR(OUT_OF_MEMORY, "gemm_f16_ws: f32 copy of x [%u, %u]", m, k);
   for (size_t i = 0; i < (size_t)m * k; i++) xf[i] = metrale_f16_to_f32(x[i]);
   const int64_t nblocks = ((int64_t)n + NB - 1) / NB;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < nblocks; blk++) {
-    float *mine = wf + per * (size_t)omp_get_thread_num();
     const uint32_t n0 = (uint32_t)blk * NB, n1 = n0 + NB < n ? n0 + NB : n;
-    for (size_t i = 0; i < (size_t)(n1 - n0) * k; i++) mine[i] = metrale_f16_to_f32(w[(size_t)n0 * k + i]);
-    for (uint32_t r = 0; r < m; r++)
-      for (uint32_t j = n0; j < n1; j++) y[(size_t)r * n + j] = dot_f32(xf + (size_t)r * k, mine + (size_t)(j - n0) * k, k);
+    uint32_t r = 0;
+    for (; r + GROUP <= m; r += GROUP) {
+      const float *xr[GROUP];
+      for (int g = 0; g < GROUP; g++) xr[g] = xf + (size_t)(r + g) * k;
+      for (uint32_t j = n0; j < n1; j++) {
+        float out[GROUP];
+        dot_group_f16w(out, xr, w + (size_t)j * k, k);
+        for (int g = 0; g < GROUP; g++) y[(size_t)(r + g) * n + j] = out[g];
+      }
+    }
+    for (; r < m; r++)
+      for (uint32_t j = n0; j < n1; j++) y[(size_t)r * n + j] = dot_one_f16w(xf + (size_t)r * k, w + (size_t)j * k, k);
   }
-  free(xf), free(wf);
+  free(xf);
   return METRALE_OK;
 }

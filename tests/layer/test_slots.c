@@ -101,6 +101,7 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
  * scratch buffer that starts after it. */
 Test(modes, wide_hidden_few_heads_prefill_equals_decode) {
   metrale_device *dev = lt_open_device();
+  metrale_device_backend(dev)->caps.flags |= GPU_CAP_F16_TENSOR; /* as in_proj_beyond_half_range_keeps_f32_x */
   metrale_qwen3_config cfg;
   small_config(&cfg, 0);
   cfg.hidden_size = 2048;
@@ -162,7 +163,9 @@ static char *describe(const metrale_qwen3_ssm_layer *L) {
   return text;
 }
 
-/* Where the backend runs the prefill's q|k|v and z on IEEE half operands (gemm_f16_ws), a
+/* Where the backend runs the prefill's q|k|v and z on IEEE half operands (gemm_f16_ws; the
+ * test claims GPU_CAP_F16_TENSOR for the backend, so that the cpu, which has the kernels but
+ * not their speed, takes that path too), a
  * layer whose in_proj holds a weight past half's range must keep f32 x there (the audit says
  * why) instead of projecting through an infinity: its prefill stays finite.  The same layer
  * without that weight takes the half path, so the check is not vacuous.  4352 tokens: enough
@@ -170,6 +173,7 @@ static char *describe(const metrale_qwen3_ssm_layer *L) {
 Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
   metrale_device *dev = lt_open_device();
   gpu_backend *be = metrale_device_backend(dev);
+  be->caps.flags |= GPU_CAP_F16_TENSOR; /* the cpu has the kernels but leaves this clear: the paths are the point here */
   metrale_qwen3_config cfg;
   small_config(&cfg, 0);
   cfg.hidden_size = 256;

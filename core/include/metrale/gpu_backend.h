@@ -61,6 +61,10 @@ enum {
   GPU_CAP_HOPPER = 1u << 0,       /* sm_90a instructions (wgmma, TMA) */
   GPU_CAP_HOST_MEMORY = 1u << 1,  /* gpu_ptr is a host address (cpu backend) */
   GPU_CAP_UNIFIED_ADDR = 1u << 2, /* device pointers usable from every stream */
+  /* Matrix products of IEEE half operands at the bf16 rate (tensor cores): the layer may keep
+   * fp16 copies of weights for them (the prefill's gemm_f16_ws).  The cpu backend has the
+   * kernels, as the oracle, but not the speed, so it leaves this clear. */
+  GPU_CAP_F16_TENSOR = 1u << 3,
 };
 
 typedef struct gpu_caps {

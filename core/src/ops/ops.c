@@ -331,8 +331,13 @@ metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, g
   return gemm_run(o, &GEMM_F32IN_HI, st, y, x, w, m, n, k);
 }
 
+int metrale_ops_has_f16_proj(const metrale_ops *o) {
+  return has_kernel(o, METRALE_K_f32_to_f16) && has_kernel(o, METRALE_K_gemm_f16_ws) &&
+         (metrale_device_backend(o->dev)->caps.flags & GPU_CAP_F16_TENSOR);
+}
+
 int metrale_ops_f16_gemm_fits(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
-  return has_kernel(o, METRALE_K_f32_to_f16) && (uint64_t)m * k <= UINT32_MAX && use_ws(o, &GEMM_F16, m, n);
+  return metrale_ops_has_f16_proj(o) && (uint64_t)m * k <= UINT32_MAX && use_ws(o, &GEMM_F16, m, n);
 }
 
 metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, uint32_t n) {

@@ -63,6 +63,9 @@ metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, g
  * whether the backend has the kernels and a GEMM of m x n (k deep) takes the 128x256 tiles
  * there, by the rule of the other ws tiles. */
 int metrale_ops_f16_gemm_fits(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
+/* Whether the layer should keep fp16 weights for those projections: the backend has both
+ * kernels and says they are fast (GPU_CAP_F16_TENSOR). */
+int metrale_ops_has_f16_proj(const metrale_ops *ops);
 /* y fp16 [n] = x f32 [n] (elementwise.f32_to_f16) */
 metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, uint32_t n);
 /* y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T on gemm_f16_ws (where metrale_ops_f16_gemm_fits) */

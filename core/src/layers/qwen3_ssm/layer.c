@@ -127,7 +127,7 @@ static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d,
     fprintf(out, "  z projection, prefill 4096:    gemm.%s%s\n", z_path,
             strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
   }
-  if (!have16 && o->k[METRALE_K_gemm_f16_ws]) fprintf(out, "    (no fp16 in_proj in this layer: %s)\n", f16_off);
+  if (!have16 && metrale_ops_has_f16_proj(o)) fprintf(out, "    (no fp16 in_proj in this layer: %s)\n", f16_off);
 }
 
 /* The decode mixer's kernels between the projections (the audit's layer and shape). */

@@ -76,10 +76,8 @@ static metrale_status up_next_in_proj(upload_ctx *u, gpu_ptr dst) {
 }
 
 /* Whether this layer's prefill may take gemm_f16_ws for q|k|v and z (mixer.c): the backend
- * has the kernels.  The weights' range is checked when they are converted. */
-static int wants_in_proj16(const metrale_qwen3_ssm_layer *L) {
-  return L->ops.k[METRALE_K_gemm_f16_ws] && L->ops.k[METRALE_K_f32_to_f16];
-}
+ * has the kernels and their speed.  The weights' range is checked when they are converted. */
+static int wants_in_proj16(const metrale_qwen3_ssm_layer *L) { return metrale_ops_has_f16_proj(&L->ops); }
 
 /* in_proj16 [rows, H] = in_proj's first rows in IEEE half, through a host buffer a block of
  * rows at a time.  bf16 converts exactly for 2^-17 <= |w| < 65520 (smaller values keep their
@@ -151,7 +149,8 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   w->out_proj = base + o_out;
   w->in_proj16 = wants_in_proj16(L) ? base + o_in_proj16 : 0;
   if (!wants_in_proj16(L))
-    snprintf(L->f16_off, sizeof L->f16_off, "the backend lacks gemm.gemm_f16_ws or elementwise.f32_to_f16");
+    snprintf(L->f16_off, sizeof L->f16_off, "the backend has no fast fp16 tiles (gemm.gemm_f16_ws, elementwise.f32_to_f16 "
+             "and GPU_CAP_F16_TENSOR)");
 
   upload_ctx u = {L, src};
   const metrale_dtype B = METRALE_DTYPE_BF16;
