@@ -82,7 +82,8 @@ static int wants_in_proj16(const metrale_qwen3_ssm_layer *L) { return metrale_op
 /* in_proj16 [rows, H] = in_proj's first rows in IEEE half, through a host buffer a block of
  * rows at a time.  bf16 converts exactly for 2^-17 <= |w| < 65520 (smaller values keep their
  * top bits); a weight at or past 65520 (or not finite) has no half, and then the layer keeps
- * its f32-x projections (L->f16_off says why) rather than run on infinities. */
+ * its f32-x projections (L->f16_off says why; the copy's bytes stay unused in the weight
+ * block) rather than run on infinities. */
 static metrale_status make_in_proj16(metrale_qwen3_ssm_layer *L, uint64_t rows) {
   enum { BLOCK = 1u << 19 }; /* elements a round trip: 1 MiB of bf16 */
   gpu_backend *be = metrale_device_backend(L->dev);
