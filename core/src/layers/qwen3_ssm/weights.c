@@ -75,10 +75,6 @@ static metrale_status up_next_in_proj(upload_ctx *u, gpu_ptr dst) {
   return w;
 }
 
-/* Whether this layer's prefill may take gemm_f16_ws for q|k|v and z (mixer.c): the backend
- * has the kernels and their speed.  The weights' range is checked when they are converted. */
-static int wants_in_proj16(const metrale_qwen3_ssm_layer *L) { return metrale_ops_has_f16_proj(&L->ops); }
-
 /* in_proj16 [rows, H] = in_proj's first rows in IEEE half, through a host buffer a block of
  * rows at a time.  bf16 converts exactly for 2^-17 <= |w| < 65520 (smaller values keep their
  * top bits); a weight at or past 65520 (or not finite) has no half, and then the layer keeps
@@ -123,7 +119,10 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   uint64_t o_gnorm = take(&c, d->dv * bf);
   uint64_t o_out = take(&c, H * d->nv * d->dv * bf);
   const uint64_t rows16 = (uint64_t)d->C + (uint64_t)d->nv * d->dv; /* q|k|v and z */
-  const uint64_t o_in_proj16 = wants_in_proj16(L) ? take(&c, rows16 * H * 2) : 0;
+  /* the prefill may take gemm_f16_ws for q|k|v and z (mixer.c) where the backend has the
+   * kernels and their speed; the weights' range is checked when they are converted */
+  const int want16 = metrale_ops_has_f16_proj(&L->ops);
+  const uint64_t o_in_proj16 = want16 ? take(&c, rows16 * H * 2) : 0;
   uint64_t o_mlp_gu = 0, o_mlp_down = 0, o_router = 0, o_egu = 0, o_edown = 0, o_sgu = 0, o_sdown = 0;
   if (L->moe) {
     o_router = take(&c, (uint64_t)(d->E + 1) * H * bf);
@@ -148,8 +147,8 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   w->dt_bias = base + o_dt;
   w->gnorm = base + o_gnorm;
   w->out_proj = base + o_out;
-  w->in_proj16 = wants_in_proj16(L) ? base + o_in_proj16 : 0;
-  if (!wants_in_proj16(L))
+  w->in_proj16 = want16 ? base + o_in_proj16 : 0;
+  if (!want16)
     snprintf(L->f16_off, sizeof L->f16_off, "the backend has no fast fp16 tiles (gemm.gemm_f16_ws, elementwise.f32_to_f16 "
              "and GPU_CAP_F16_TENSOR)");
 
