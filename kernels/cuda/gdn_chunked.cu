@@ -112,6 +112,13 @@ __device__ __forceinline__ uint32_t bf16x2_rn(float x0, float x1) {
   return r;
 }
 
+/* IEEE half(x0) in the low half, half(x1) in the high half, rounded to nearest even. */
+__device__ __forceinline__ uint32_t f16x2_rn(float x0, float x1) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+  return r;
+}
+
 __device__ __forceinline__ void prefetch_l2(const void *ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
 }
@@ -195,16 +202,26 @@ __device__ __forceinline__ unsigned frag_word(unsigned lane, unsigned i) {
 
 /* An A fragment tile of mma.sync m16n8k16 from two m16n8 accumulator tiles c0 (columns
  * 0-7) and c1 (8-15) of this lane, times sc, stored as the record's tile (m, k) of a
- * region with nm row tiles and plane stride plane words. */
+ * region with nm row tiles and plane stride plane words.  F16 (the records of
+ * delta_rule_prefill_chunked_f16): the hi plane holds IEEE half values, the lo plane is
+ * neither written nor read. */
+template <bool F16 = false>
 __device__ __forceinline__ void put_acc_tile(uint32_t *region, unsigned nm, unsigned plane,
                                              unsigned m, unsigned k, unsigned lane,
                                              const float c0[4], const float c1[4], float sc) {
+  uint32_t *t = region + tile_off(nm, m, k);
+  if (F16) {
+    t[frag_word(lane, 0)] = f16x2_rn(sc * c0[0], sc * c0[1]);
+    t[frag_word(lane, 1)] = f16x2_rn(sc * c0[2], sc * c0[3]);
+    t[frag_word(lane, 2)] = f16x2_rn(sc * c1[0], sc * c1[1]);
+    t[frag_word(lane, 3)] = f16x2_rn(sc * c1[2], sc * c1[3]);
+    return;
+  }
   uint32_t h[4], lo[4];
   split2(sc * c0[0], sc * c0[1], h[0], lo[0]);
   split2(sc * c0[2], sc * c0[3], h[1], lo[1]);
   split2(sc * c1[0], sc * c1[1], h[2], lo[2]);
   split2(sc * c1[2], sc * c1[3], h[3], lo[3]);
-  uint32_t *t = region + tile_off(nm, m, k);
 #pragma unroll
   for (unsigned i = 0; i < 4; i++) {
     t[frag_word(lane, i)] = h[i];
@@ -392,6 +409,7 @@ __device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, const slabs 
   }
 }
 
+template <bool F16 = false>
 __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
                                            const float *beta, const int *cu, float *wsf,
                                            const shape &p) {
@@ -475,7 +493,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
           const float ea = eg[ra], eb = eg[rb];
           const float c0[4] = {qv(ra, c) * ea, qv(ra, c + 1) * ea, qv(rb, c) * eb, qv(rb, c + 1) * eb};
           const float c1[4] = {qv(ra, c + 8) * ea, qv(ra, c + 9) * ea, qv(rb, c + 8) * eb, qv(rb, c + 9) * eb};
-          put_acc_tile(rec + kRecQ, REC_Q, R, kt, lane, c0, c1, 1.0f);
+          put_acc_tile<F16>(rec + kRecQ, REC_Q, R, kt, lane, c0, c1, 1.0f);
         }
       }
 #pragma unroll
@@ -488,7 +506,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
           const unsigned tk = 16 * kb + 2 * l.t + (e & 1) + ((e & 4) ? 8 : 0);
           v[e] = (m < p.dk ? Ks[tk * kLdS + m] : 0.0f) * sd[tk];
         }
-        put_acc_tile(rec + kRecK, REC_K, kt, kb, lane, v, v + 4, 1.0f);
+        put_acc_tile<F16>(rec + kRecK, REC_K, kt, kb, lane, v, v + 4, 1.0f);
       }
     }
   }
@@ -538,7 +556,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
           c0[e] = kb <= rt[i] ? acc0[i][2 * kb][e] : 0.0f;
           c1[e] = kb <= rt[i] ? acc0[i][2 * kb + 1][e] : 0.0f;
         }
-        put_acc_tile(rec + kRecM, REC_M, rt[i], kb, lane, c0, c1, 1.0f);
+        put_acc_tile<F16>(rec + kRecM, REC_M, rt[i], kb, lane, c0, c1, 1.0f);
       }
     }
   }
@@ -655,7 +673,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 #pragma unroll
     for (unsigned R = 0; R < 4; R++) {
       if (kind == 0) {
-        put_acc_tile(rec + kRecW, REC_W, R, kt, lane, acc[R][0], acc[R][1], -1.0f);
+        put_acc_tile<F16>(rec + kRecW, REC_W, R, kt, lane, acc[R][0], acc[R][1], -1.0f);
       } else {
         const unsigned ra = 16 * R + l.g, rb = ra + 8;
 #pragma unroll
@@ -968,6 +986,7 @@ __device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qk
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "gdn_chunked_wg.cuh"
+#include "gdn_chunked_wg16.cuh"
 #endif
 }  // namespace
 
@@ -1022,6 +1041,27 @@ delta_rule_prefill_chunked_wg(bf16 *o, const float *qkv, const float *g, const f
     scan_chunks_wg<4>(smem_wg, o, state, cu_seqlens, slots, ws, p);
 }
 MK_CHECK(delta_rule_prefill_chunked_wg, gdn_chunked);
+
+/* Both phases on IEEE half operands (sm_90a only): phase 0 is prep_chunk writing fp16
+ * records, phase 1 the wgmma chunk step of gdn_chunked_wg16.cuh, 32 value columns a block;
+ * three blocks an SM, as _prep, since phase 1's buffers fit in phase 0's shared memory. */
+static_assert(mk_block("delta_rule_prefill_chunked_f16") == kBlock, "one warpgroup a block");
+static_assert(mk_shared("delta_rule_prefill_chunked_f16") == kSmem * 4 && f16::layout::end <= kSmem * 4,
+              "kernels.def METRALE_KERNEL_SHARED row: phase 0's shared memory, phase 1's buffers in it");
+extern "C" __global__ void __launch_bounds__(kBlock, 3)
+delta_rule_prefill_chunked_f16(bf16 *o, const float *qkv, const float *g, const float *beta,
+                               float *state, const int *cu_seqlens, const int *slots, float *ws,
+                               unsigned s, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
+                               unsigned phase) {
+  extern __shared__ __align__(128) unsigned char smem_f16[];
+  shape p;
+  if (!shape_of(p, ws, s, nk, nv, dk, dv)) return;
+  if (phase == 0)
+    prep_chunk<true>(reinterpret_cast<float *>(smem_f16), qkv, g, beta, cu_seqlens, ws, p);
+  else if (phase == 1 && gridDim.x == s * nv * ((dv + 31) / 32))
+    scan_chunks_wg16(smem_f16, o, state, cu_seqlens, slots, ws, p);
+}
+MK_CHECK(delta_rule_prefill_chunked_f16, gdn_chunked);
 #endif
 
 #endif

@@ -229,10 +229,19 @@ int cf_run(cf_ctx *ctx, cf_launch *l, gpu_kernel kernel) {
   return ok;
 }
 
+/* METRALE_CF_LOG_NMSE=1: every NMSE checked against a tolerance, logged (to set and
+ * document tolerances from measured errors). */
+static void log_nmse(const cf_ctx *ctx, const char *what, double e, double tol) {
+  static int on = -1;
+  if (on < 0) on = getenv("METRALE_CF_LOG_NMSE") != NULL;
+  if (on) cr_log_info("nmse %s | %s: %.3g (tolerance %.3g)", ctx->shape, what, e, tol);
+}
+
 void cf_check_bf16(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const double *ref,
                    size_t n, double tol) {
   size_t bad = 0;
   double e = mt_nmse_bf16(got, ref, n, &bad);
+  log_nmse(ctx, what, e, tol);
   CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
   CF_EXPECT(ctx, e <= tol, "%s: NMSE %.3g > %.3g over %zu values", what, e, tol, n);
 }
@@ -241,6 +250,7 @@ void cf_check_f32(cf_ctx *ctx, const char *what, const float *got, const double 
                   double tol) {
   size_t bad = 0;
   double e = mt_nmse_f32(got, ref, n, &bad);
+  log_nmse(ctx, what, e, tol);
   CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
   CF_EXPECT(ctx, e <= tol, "%s: NMSE %.3g > %.3g over %zu values", what, e, tol, n);
 }

@@ -458,7 +458,7 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
 #define CHUNKED_REC_BYTES 147584u
 /* Value columns per phase-1 block, 16 or 32 (the contract allows both): on the H200 16
  * (two blocks per SM) took 5.7 us a chunk step, 32 (one block per SM) 7.2 us.  The wgmma
- * phase 1 (delta_rule_prefill_chunked_wg) takes 32. */
+ * phase 1 (delta_rule_prefill_chunked_wg) and delta_rule_prefill_chunked_f16 take 32. */
 #define CHUNKED_COLS 16u
 #define CHUNKED_WG_COLS 32u
 /* Below this many tokens per sequence on average the sequential kernel is taken: on the
@@ -487,8 +487,19 @@ uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint3
   return chunked_chunks(t, s) * nv * CHUNKED_REC_BYTES;
 }
 
+/* Both phases by delta_rule_prefill_chunked_f16 (IEEE half operands in the chunk step;
+ * docs/numerics.md) where the backend has it and says its fp16 tiles are fast. */
+static int chunked_f16(const metrale_ops *o) {
+  return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_f16) &&
+         (metrale_device_backend(o->dev)->caps.flags & GPU_CAP_F16_TENSOR);
+}
+
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
+  if (chunked_f16(o))
+    return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens, both phases; fp16 operands "
+           "in the chunk step, the state f32 and scaled per chunk) when sequences average 64+ tokens, "
+           "else gdn.delta_rule_prefill";
   static const char *const path[2][2] = {
       /* [has _prep][has _wg] */
       {"gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) when sequences average 64+ "
@@ -515,7 +526,11 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
   if (grid > INT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch",
                          (unsigned long long)grid);
-  /* kernels.def: every entry's phase 0 writes the records every entry's phase 1 reads */
+  if (chunked_f16(o)) /* its records are its own: both phases */
+    LAUNCH(o, st, delta_rule_prefill_chunked_f16, (uint32_t)grid, 1, P(out), P(qkv), P(g),
+           P(beta), P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv),
+           U(phase));
+  /* kernels.def: these entries' phase 0 writes the records each of their phase 1 reads */
   if (phase == 0 && o->k[METRALE_K_delta_rule_prefill_chunked_prep])
     LAUNCH(o, st, delta_rule_prefill_chunked_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g),
            P(beta), P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv),
@@ -535,7 +550,8 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
   if (ws && chunked_pays(o, t, s, dk, dv)) {
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
                                            state, cu_seqlens, slots, ws, s, nk, nv, dk, dv));
-    uint32_t cols = o->k[METRALE_K_delta_rule_prefill_chunked_wg] ? CHUNKED_WG_COLS : CHUNKED_COLS;
+    uint32_t cols =
+        o->k[METRALE_K_delta_rule_prefill_chunked_wg] || chunked_f16(o) ? CHUNKED_WG_COLS : CHUNKED_COLS;
     return launch_chunked(o, st, 1, (uint64_t)s * nv * CEIL_DIV(dv, cols), out, qkv, g, beta, state,
                           cu_seqlens, slots, ws, s, nk, nv, dk, dv);
   }
