@@ -16,10 +16,11 @@
  * so the block keeps them times 2^e, one exponent for its 32 columns: the accumulators
  * hold S 2^e, D 2^e and O 2^e, U is multiplied by 2^e as it is loaded, O and the final
  * state by 2^-e as they are stored (exact: powers of two).  Before S is put into its plane
- * (at the start, and after each step) e is chosen so that the block's largest |S| and
- * |U of the next chunk| land in [2^5, 2^6); D = U - W S is then below 65504 while the
- * rows of W stay below ~90 in norm (|(W S)_ij| <= |W_i| sqrt(dk) 2^6).  If D exceeds
- * 2^15 anyway, the block scales every accumulator down before D goes into its plane. */
+ * e is chosen so that the block's largest |S| lands in [2^5, 2^6) (at the start the largest
+ * of |S| and the first chunk's |U|); D = U - W S is then below 65504 while U stays near S
+ * and the rows of W below ~90 in norm (|(W S)_ij| <= |W_i| sqrt(dk) 2^6).  Where D exceeds
+ * 2^15 anyway (v jumping far above the state), the block scales every accumulator down to
+ * bring D into [2^5, 2^6) before D goes into its plane. */
 
 namespace f16 {
 constexpr unsigned kNT = 4, kBV = 8 * kNT, kNA = kBV / 2; /* 32 columns, m64n32 accumulators */
@@ -239,9 +240,9 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     store_o_rows<kNT>([&](unsigned nt, unsigned e2) -> float & { return ao[4 * nt + e2]; }, o, p, h, c0, t0, L,
                       ra, l.t, ntv);
     if (more) {
-      const float mu = f16::amax(0.0f, un) * f16::exp2i(e); /* the next U, times 2^e (e as step c left it) */
-      const int d = f16::rescale_by(
-          f16::block_max(f16::amax(f16::amax(mu, sacc[0]), sacc[1]), red, l), e, 5);
+      /* S alone: the next U is not waited for here (its loads are in flight until the next
+       * step begins); a U far above S shows as a D past 2^15 at step c, which rescales */
+      const int d = f16::rescale_by(f16::block_max(f16::amax(f16::amax(0.0f, sacc[0]), sacc[1]), red, l), e, 5);
       const float f = f16::exp2i(d);
       e += d;
 #pragma unroll

@@ -103,6 +103,7 @@ static void ref_sequence(double *o_ref, double *state_ref, const float *qkv, con
 
 /* v and the initial states are scaled by this (1 but in the range cases of the fp16 build) */
 static float v_range = 1.0f;
+static uint32_t v_from = 0;
 
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
@@ -121,10 +122,10 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   fill_qkv(&ctx->rng, qkv, t, h);
   fill_gates(&ctx->rng, g, beta, ng);
   mt_fill_f32(&ctx->rng, state, ns, -0.5, 0.5);
-  if (v_range != 1.0f) { /* v and the state times v_range (exact: a power of two) */
-    for (uint32_t tok = 0; tok < t; tok++)
+  if (v_range != 1.0f) { /* v from token v_from on, and the state unless v_from, times v_range */
+    for (uint32_t tok = v_from; tok < t; tok++)
       for (size_t j = 2 * (size_t)h->nk * h->dk; j < c; j++) qkv[tok * c + j] *= v_range;
-    for (size_t i = 0; i < ns; i++) state[i] *= v_range;
+    for (size_t i = 0; i < ns && !v_from; i++) state[i] *= v_range;
   }
   cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
 
@@ -289,12 +290,19 @@ Test(gdn, delta_rule_prefill_chunked_wg) {
 
 /* the fp16 build: its own phases only (its records are its own), 32 value columns a block;
  * then v and the states at 2^15 (U, D and S past half's 65504 unless the kernel scales
- * them) and at 2^-20 (v below half's normal range: ~6% rounding unless scaled) */
+ * them), at 2^-20 (v below half's normal range: ~6% rounding unless scaled), and v jumping
+ * to 2^15 times itself at token 100 (D past 65504 unless the block rescales within a chunk
+ * step: the states, chosen before that chunk's U is seen, are near 1) */
 Test(gdn, delta_rule_prefill_chunked_f16) {
-  static const float ranges[] = {1.0f, 32768.0f, 0x1p-20f};
-  for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
-    v_range = ranges[i];
+  static const struct {
+    float range;
+    uint32_t from;
+  } cases[] = {{1.0f, 0}, {32768.0f, 0}, {0x1p-20f, 0}, {32768.0f, 100}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    v_range = cases[i].range;
+    v_from = cases[i].from;
     chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_f16, METRALE_K_delta_rule_prefill_chunked_f16, 32);
   }
   v_range = 1.0f;
+  v_from = 0;
 }
