@@ -666,7 +666,12 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
           const float4 tl = *reinterpret_cast<const float4 *>(Tl + fo);
           const float ah[4] = {th.x, th.y, th.z, th.w}, al[4] = {tl.x, tl.y, tl.z, tl.w};
 #pragma unroll
-          for (unsigned j2 = 0; j2 < 2; j2++) mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
+          for (unsigned j2 = 0; j2 < 2; j2++) {
+            if (F16 && kind == 0) /* W goes to the record in fp16: one tf32 product is enough */
+              mma(acc[R][j2], ah, bh[j2]);
+            else
+              mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
+          }
         }
       }
     }
