@@ -36,20 +36,39 @@ static_assert(layout::end <= kSmem * 4, "phase 1 fits in phase 0's shared memory
 static_assert(kRecQ == kRecW + 2 * kPlane && kRecK == kRecQ + 2 * kPlane && kRecM == kRecK + 2 * kPlane,
               "the hi planes of the record's regions");
 using SS = sm90::wgmma_ss_f16<kBV>;
+/* A descriptor's start address is its low 14 bits in 16-byte units (sm90::desc_plain), and
+ * every operand here lies below 2^18 bytes: a k tile on is a constant added to it.  A: the
+ * four row tiles of one k tile (kTileBlock bytes); B: two k chunks of a plane. */
+constexpr uint64_t kStepA = kTileBlock >> 4, kStepB = (2 * layout::KC) >> 4;
 
-/* The 128-byte lines of the parts of record r that phase 1 reads (the four hi planes, U and
- * e^(G_L)) into L2, this block's share. */
-__device__ __forceinline__ void prefetch_used(const uint32_t *r, unsigned tid, const scan_part &b) {
+/* The 128-byte lines of the parts of a record that phase 1 reads (the four hi planes, U and
+ * e^(G_L)), this block's share: the lines of at most kLines a thread, as word offsets into
+ * the record (-1: none), found once; prefetch_used asks them of a record into L2. */
+constexpr unsigned kLines = 6; /* 6 x 128 threads >= the 705 lines, for a head of one column block */
+struct lines {
+  int w[kLines];
+};
+__device__ __forceinline__ lines used_lines(unsigned tid, const scan_part &b) {
   constexpr unsigned lp = kPlane / 32, lu = (unsigned)(kRec - kRecU) / 32; /* lines */
   constexpr unsigned n = 3 * lp + lp / 2 + lu;
-  for (unsigned i = tid + kBlock * b.cb; i < n; i += kBlock * b.nvs) {
-    const size_t w = i < lp       ? kRecW + 32 * i
-                     : i < 2 * lp ? kRecQ + 32 * (i - lp)
-                     : i < 3 * lp ? kRecK + 32 * (i - 2 * lp)
-                     : i < 3 * lp + lp / 2 ? kRecM + 32 * (i - 3 * lp)
-                                          : kRecU + 32 * (i - 3 * lp - lp / 2);
-    prefetch_l2(r + w);
+  static_assert(n <= kLines * kBlock, "every line has a thread even where a head is one column block");
+  lines x;
+#pragma unroll
+  for (unsigned u = 0; u < kLines; u++) {
+    const unsigned i = tid + kBlock * (b.cb + b.nvs * u);
+    x.w[u] = i >= n               ? -1
+             : i < lp             ? (int)(kRecW + 32 * i)
+             : i < 2 * lp         ? (int)(kRecQ + 32 * (i - lp))
+             : i < 3 * lp         ? (int)(kRecK + 32 * (i - 2 * lp))
+             : i < 3 * lp + lp / 2 ? (int)(kRecM + 32 * (i - 3 * lp))
+                                  : (int)(kRecU + 32 * (i - 3 * lp - lp / 2));
   }
+  return x;
+}
+__device__ __forceinline__ void prefetch_used(const uint32_t *r, const lines &x) {
+#pragma unroll
+  for (unsigned u = 0; u < kLines; u++)
+    if (x.w[u] >= 0) prefetch_l2(r + x.w[u]);
 }
 
 /* 16 accumulator rows (k chunks kc, kc + 1) of acc times sc as fp16 into a K-major plane of
@@ -67,10 +86,16 @@ __device__ __forceinline__ void put_plane(uint32_t plane, unsigned kc, const flo
   }
 }
 
+/* max(m, |x|), as a tree (a chain of kNA dependent maxima waited ~4 cycles each) */
 __device__ __forceinline__ float amax(float m, const float (&x)[kNA]) {
+  float r[kNA / 2];
 #pragma unroll
-  for (unsigned i = 0; i < kNA; i++) m = fmaxf(m, fabsf(x[i]));
-  return m;
+  for (unsigned i = 0; i < kNA / 2; i++) r[i] = fmaxf(fabsf(x[2 * i]), fabsf(x[2 * i + 1]));
+#pragma unroll
+  for (unsigned w = kNA / 4; w > 0; w /= 2)
+#pragma unroll
+    for (unsigned i = 0; i < w; i++) r[i] = fmaxf(r[i], r[i + w]);
+  return fmaxf(m, r[0]);
 }
 /* The block's largest of the threads' m (a barrier; red: 4 floats of shared memory that no
  * thread reads again before the block's next barrier). */
@@ -151,6 +176,11 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
   sm90::fence_proxy_async();
   __syncthreads(); /* the barriers are initialised, S is in its plane */
 
+  const f16::lines pl = f16::used_lines(l.tid, b);
+  /* descriptors of the operands' first k tiles (a k tile on: + kStepA / kStepB) */
+  const uint64_t dW = sm90::desc_plain(s0 + Y::W, 128, 256), dQ = sm90::desc_plain(s0 + Y::Q, 128, 256);
+  const uint64_t dK = sm90::desc_plain(s0 + Y::K, 128, 256), dM = sm90::desc_plain(s0 + Y::M, 128, 256);
+  const uint64_t dS = sm90::desc_plain(s0 + Y::S, Y::KC, 128), dD = sm90::desc_plain(s0 + Y::D, Y::KC, 128);
   float gL_next = __uint_as_float(__ldg(rec + kRecG));
 #pragma unroll 1
   for (size_t ci = 0; ci < nch; ci++) {
@@ -159,7 +189,7 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     const bool more = ci + 1 < nch;
     const uint32_t *nrec = rec + rstep;
     const uint32_t par = (uint32_t)ci & 1u;
-    if (ci + 2 < nch) f16::prefetch_used(nrec + rstep, l.tid, b); /* the one after next */
+    if (ci + 2 < nch) f16::prefetch_used(nrec + rstep, pl); /* the one after next */
     const float gL = gL_next;
     if (more) gL_next = __uint_as_float(__ldg(nrec + kRecG));
     const float fe = f16::exp2i(e);
@@ -177,12 +207,18 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     sm90::pin(sacc[0]);
     sm90::pin(sacc[1]);
     sm90::wgmma_fence();
+    if (nkb == kDk / 16) { /* dk = 128: unrolled, the descriptors advanced by constants */
+#pragma unroll
+      for (unsigned kb = 0; kb < kDk / 16; kb++) {
+        SS::run(ad, dW + kb * f16::kStepA, dS + kb * f16::kStepB);
+        SS::run(ao, dQ + kb * f16::kStepA, dS + kb * f16::kStepB);
+      }
+    } else {
 #pragma unroll 1
-    for (unsigned kb = 0; kb < nkb; kb++) {
-      const uint32_t t = kb * kTileBlock; /* the four row tiles at k tile kb */
-      const uint64_t bp = sm90::desc_plain(s0 + Y::S + 2 * Y::KC * kb, Y::KC, 128);
-      SS::run(ad, sm90::desc_plain(s0 + Y::W + t, 128, 256), bp);
-      SS::run(ao, sm90::desc_plain(s0 + Y::Q + t, 128, 256), bp);
+      for (unsigned kb = 0; kb < nkb; kb++) {
+        SS::run(ad, dW + kb * f16::kStepA, dS + kb * f16::kStepB);
+        SS::run(ao, dQ + kb * f16::kStepA, dS + kb * f16::kStepB);
+      }
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait0();
@@ -214,13 +250,20 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     {
       const unsigned nkt = (L + 15) / 16; /* the chunk's token tiles */
       sm90::wgmma_fence();
+      if (nkt == kCh / 16 && half1) { /* a whole chunk, dk > 64: unrolled */
+#pragma unroll
+        for (unsigned kb = 0; kb < kCh / 16; kb++) {
+          SS::run(sacc[0], dK + 2 * kb * f16::kStepA, dD + kb * f16::kStepB);
+          SS::run(sacc[1], dK + (2 * kb + 1) * f16::kStepA, dD + kb * f16::kStepB);
+          SS::run(ao, dM + kb * f16::kStepA, dD + kb * f16::kStepB);
+        }
+      } else {
 #pragma unroll 1
-      for (unsigned kb = 0; kb < nkt; kb++) {
-        const uint32_t tk = 2 * kb * kTileBlock, tm = kb * kTileBlock;
-        const uint64_t bp = sm90::desc_plain(s0 + Y::D + 2 * Y::KC * kb, Y::KC, 128);
-        SS::run(sacc[0], sm90::desc_plain(s0 + Y::K + tk, 128, 256), bp);
-        if (half1) SS::run(sacc[1], sm90::desc_plain(s0 + Y::K + tk + kTileBlock, 128, 256), bp);
-        SS::run(ao, sm90::desc_plain(s0 + Y::M + tm, 128, 256), bp);
+        for (unsigned kb = 0; kb < nkt; kb++) {
+          SS::run(sacc[0], dK + 2 * kb * f16::kStepA, dD + kb * f16::kStepB);
+          if (half1) SS::run(sacc[1], dK + (2 * kb + 1) * f16::kStepA, dD + kb * f16::kStepB);
+          SS::run(ao, dM + kb * f16::kStepA, dD + kb * f16::kStepB);
+        }
       }
       sm90::wgmma_commit();
     }
