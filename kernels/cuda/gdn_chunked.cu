@@ -354,7 +354,7 @@ __device__ __forceinline__ void zero(float (&x)[A][B][C]) {
  * tiles P and 3 - P (P = 0 or 1: ten column tiles either way); X and K staged in shared
  * memory (stride kLdS), k steps of 8 up to dk.  Each tile sums its three products in the
  * order of mma3; the passes run across all tiles so that independent mma fill the latency. */
-template <unsigned P>
+template <unsigned P, bool ONE = false> /* ONE: a single tf32 product a tile (the fp16 records) */
 __device__ __forceinline__ void kkt_rows(float (&acc)[2][8][4], const float *X, const float *Ks,
                                          unsigned dk, const lane_ids &l) {
   constexpr unsigned R0 = P, R1 = 3 - P, N0 = 2 * R0 + 2, N1 = 2 * R1 + 2; /* tiles, their widths */
@@ -378,7 +378,7 @@ __device__ __forceinline__ void kkt_rows(float (&acc)[2][8][4], const float *X, 
       split(b.y, bh[nt][1], bl[nt][1]);
     }
 #pragma unroll
-    for (unsigned pass = 0; pass < 3; pass++)
+    for (unsigned pass = ONE ? 2 : 0; pass < 3; pass++)
 #pragma unroll
       for (unsigned i = 0; i < 2; i++)
 #pragma unroll
@@ -520,10 +520,12 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const unsigned ntl[2] = {2 * rt[0] + 2, 2 * rt[1] + 2};
   const float *Ar = isq ? Qt : Ks;
   float acc0[2][8][4];
+  /* F16: one tf32 product a tile (operands rounded once to 10 bits, the fp16 records' class;
+   * M goes to the record in fp16, A through the inverse into W and U) */
   if (l.w & 1)
-    kkt_rows<1>(acc0, Ar, Ks, p.dk, l);
+    kkt_rows<1, F16>(acc0, Ar, Ks, p.dk, l);
   else
-    kkt_rows<0>(acc0, Ar, Ks, p.dk, l);
+    kkt_rows<0, F16>(acc0, Ar, Ks, p.dk, l);
   __syncthreads(); /* A is written where K and Q were */
   /* A = strictly_lower(beta_r (k_r.k_c) e^(G_r - G_c)) into As (rows past L zero), or
    * M = lower((q_r.k_c) e^(G_r - G_c)) as the record's tiles, the zeros above the diagonal

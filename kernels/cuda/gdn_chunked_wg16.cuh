@@ -181,7 +181,7 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
   const uint64_t dW = sm90::desc_plain(s0 + Y::W, 128, 256), dQ = sm90::desc_plain(s0 + Y::Q, 128, 256);
   const uint64_t dK = sm90::desc_plain(s0 + Y::K, 128, 256), dM = sm90::desc_plain(s0 + Y::M, 128, 256);
   const uint64_t dS = sm90::desc_plain(s0 + Y::S, Y::KC, 128), dD = sm90::desc_plain(s0 + Y::D, Y::KC, 128);
-  float gL_next = __uint_as_float(__ldg(rec + kRecG));
+  float gL_next = __uint_as_float(__ldg(rec + kRecG)), fs = 1.0f;
 #pragma unroll 1
   for (size_t ci = 0; ci < nch; ci++) {
     const size_t t0 = ts + ci * kCh;
@@ -190,7 +190,8 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     const uint32_t *nrec = rec + rstep;
     const uint32_t par = (uint32_t)ci & 1u;
     if (ci + 2 < nch) f16::prefetch_used(nrec + rstep, pl); /* the one after next */
-    const float gL = gL_next;
+    const float gL = gL_next * fs; /* the decay, and the rescale S's plane already has */
+    fs = 1.0f;
     if (more) gL_next = __uint_as_float(__ldg(nrec + kRecG));
     const float fe = f16::exp2i(e);
 #pragma unroll
@@ -286,12 +287,10 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
       /* S alone: the next U is not waited for here (its loads are in flight until the next
        * step begins); a U far above S shows as a D past 2^15 at step c, which rescales */
       const int d = f16::rescale_by(f16::block_max(f16::amax(f16::amax(0.0f, sacc[0]), sacc[1]), red, l), e, 5);
-      const float f = f16::exp2i(d);
+      fs = f16::exp2i(d); /* S's accumulators take it with the next step's decay */
       e += d;
-#pragma unroll
-      for (unsigned i = 0; i < kNA; i++) sacc[0][i] *= f, sacc[1][i] *= f;
-      f16::put_plane(s0 + Y::S, 2 * l.w, sacc[0], 1.0f, lane);
-      if (half1) f16::put_plane(s0 + Y::S, 8 + 2 * l.w, sacc[1], 1.0f, lane);
+      f16::put_plane(s0 + Y::S, 2 * l.w, sacc[0], fs, lane);
+      if (half1) f16::put_plane(s0 + Y::S, 8 + 2 * l.w, sacc[1], fs, lane);
       sm90::fence_proxy_async();
       __syncthreads(); /* every MMA of this chunk is done: (Kd^T, M) of the next */
       if (l.tid == 0) {
