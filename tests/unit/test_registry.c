@@ -109,3 +109,20 @@ Test(registry, required_kernel_missing_is_named) {
   metrale_status_free(s);
   metrale_device_destroy(dev);
 }
+
+/* METRALE_NO_FP16 clears the fp16 flag (the layer's fp16 paths follow it); unset or "0"
+ * leaves the backend's caps alone. */
+Test(registry, no_fp16_environment_clears_the_fp16_flag) {
+  const uint32_t all = GPU_CAP_HOPPER | GPU_CAP_UNIFIED_ADDR | GPU_CAP_F16_TENSOR;
+  gpu_caps c = {.flags = all};
+  unsetenv("METRALE_NO_FP16");
+  metrale_caps_apply_env(&c);
+  cr_expect_eq(c.flags, all, "unset: flags %#x", c.flags);
+  setenv("METRALE_NO_FP16", "0", 1);
+  metrale_caps_apply_env(&c);
+  cr_expect_eq(c.flags, all, "\"0\": flags %#x", c.flags);
+  setenv("METRALE_NO_FP16", "1", 1);
+  metrale_caps_apply_env(&c);
+  cr_expect_eq(c.flags, GPU_CAP_HOPPER | GPU_CAP_UNIFIED_ADDR, "\"1\": flags %#x", c.flags);
+  unsetenv("METRALE_NO_FP16");
+}

@@ -22,6 +22,13 @@ static metrale_status open_named(const char *name, const gpu_backend_options *op
   return METRALE_OK;
 }
 
+/* METRALE_NO_FP16=1: no fp16 products, whatever the backend can do (the layer then keeps
+ * f32 x for the projections and the split-product chunked core: docs/numerics.md) */
+void metrale_caps_apply_env(gpu_caps *caps) {
+  const char *no16 = getenv("METRALE_NO_FP16");
+  if (no16 && *no16 && strcmp(no16, "0") != 0) caps->flags &= ~(uint32_t)GPU_CAP_F16_TENSOR;
+}
+
 metrale_status metrale_device_open(const metrale_device_options *options,
                                    metrale_device **out_device) {
   const char *name = options ? options->backend : NULL;
@@ -56,6 +63,8 @@ metrale_status metrale_device_open(const metrale_device_options *options,
   } else {
     METRALE_RETURN_IF_ERROR(open_named(name, &bopts, &be));
   }
+
+  metrale_caps_apply_env(&be->caps);
 
   metrale_device *dev = calloc(1, sizeof *dev);
   if (!dev) {

@@ -11,5 +11,8 @@ metrale_status metrale_backend_module_load(const char *path, const gpu_backend_m
 metrale_status metrale_backend_module_get(const char *name, const gpu_backend_module **out_module,
                                           const char **out_path);
 int metrale_backend_built(const char *name);
+/* The environment's say over an opened backend's caps: METRALE_NO_FP16 (set, not "0") clears
+ * GPU_CAP_F16_TENSOR, so that the layer keeps its f32-class paths. */
+void metrale_caps_apply_env(gpu_caps *caps);
 
 #endif
