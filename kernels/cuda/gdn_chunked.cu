@@ -461,10 +461,21 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
   }
   __syncthreads();
-  float G = 0.0f; /* tokens past L add nothing: G stays G_{L-1} */
-  if (l.tid < kCh)
-    for (unsigned i = 0; i <= l.tid; i++) G += gs[i];
+  /* G: the inclusive prefix sum of g over the chunk (tokens past L add nothing: G stays
+   * G_{L-1}), a shuffle scan in each of the first two warps, then warp 0's total added to
+   * warp 1's (a loop over the 64 tokens was a chain of 64 dependent shared-memory loads) */
+  float G = 0.0f;
+  if (l.tid < kCh) {
+    G = gs[l.tid];
+#pragma unroll
+    for (unsigned o = 1; o < 32; o <<= 1) {
+      const float v = __shfl_up_sync(0xffffffffu, G, o);
+      if ((l.tid & 31u) >= o) G += v;
+    }
+    if (l.tid == 31) sw[0] = G; /* sw is written only after the barriers below */
+  }
   __syncthreads();
+  if (l.tid >= 32 && l.tid < kCh) G += sw[0];
   const float G2 = G * kLog2e; /* the decays below are powers of 2 (one MUFU.EX2 each) */
   if (l.tid < kCh) gs[l.tid] = G2;
   __syncthreads();
