@@ -31,6 +31,15 @@
  * stored as the fragment registers themselves; its B operands (S, D) are split once per
  * chunk step by the block into shared memory.
  *
+ * delta_rule_prefill_chunked_f16 (sm_90a) trades that accuracy for speed, as its manifest
+ * row states: phase 0 (prep_chunk<true>) writes -W, Qs, Kd^T and M as one IEEE half plane
+ * each (K K^T, Q K^T and W by one tf32 product; U still split, stored f32), and phase 1
+ * (gdn_chunked_wg16.cuh) multiplies fp16 operands once, with S, U, D and O kept times a
+ * power of two per chunk so that half's range holds them.  Unlike plain tf32 everywhere (the
+ * first version, which failed the layer tests), it keeps U's products split and the inverse
+ * f32, and passes them: fixture outputs as before, recurrent states ~4e-4 relative from
+ * transformers' (docs/numerics.md).
+ *
  * CUDA only (inline PTX): for HIP this file compiles to nothing, the kernel is absent
  * and the layer takes gdn.delta_rule_prefill. */
 #include "common.cuh"
