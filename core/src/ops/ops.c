@@ -331,9 +331,14 @@ metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, g
   return gemm_run(o, &GEMM_F32IN_HI, st, y, x, w, m, n, k);
 }
 
+/* The backend says its fp16 products run at the bf16 rate (and METRALE_NO_FP16 is not set):
+ * the one condition, beside the kernels, of every fp16 path. */
+static int f16_fast(const metrale_ops *o) {
+  return (metrale_device_backend(o->dev)->caps.flags & GPU_CAP_F16_TENSOR) != 0;
+}
+
 int metrale_ops_has_f16_proj(const metrale_ops *o) {
-  return has_kernel(o, METRALE_K_f32_to_f16) && has_kernel(o, METRALE_K_gemm_f16_ws) &&
-         (metrale_device_backend(o->dev)->caps.flags & GPU_CAP_F16_TENSOR);
+  return has_kernel(o, METRALE_K_f32_to_f16) && has_kernel(o, METRALE_K_gemm_f16_ws) && f16_fast(o);
 }
 
 int metrale_ops_f16_gemm_fits(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
@@ -490,8 +495,7 @@ uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint3
 /* Both phases by delta_rule_prefill_chunked_f16 (IEEE half operands in the chunk step;
  * docs/numerics.md) where the backend has it and says its fp16 tiles are fast. */
 static int chunked_f16(const metrale_ops *o) {
-  return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_f16) &&
-         (metrale_device_backend(o->dev)->caps.flags & GPU_CAP_F16_TENSOR);
+  return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_f16) && f16_fast(o);
 }
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {

@@ -112,11 +112,11 @@ static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, 
   fprintf(out, "%s\n", n_split ? "" : " none in this backend");
 }
 
-/* q|k|v and z at a 4096-token prefill.  f16_off: why the layer has no fp16 in_proj ("" when
- * it has one; NULL for a shape without weights, taken as convertible). */
-static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d, const char *f16_off, FILE *out) {
+/* q|k|v and z at a 4096-token prefill.  have16: the layer has its fp16 in_proj (a shape
+ * without weights is taken as convertible); f16_off: why not, where the weights said so. */
+static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, const char *f16_off,
+                                  FILE *out) {
   const uint32_t nvdv = d->nv * d->dv;
-  const int have16 = !f16_off || !f16_off[0];
   static const char f16[] = "gemm_f16_ws (fp16 x from elementwise.f32_to_f16, in_proj in fp16)";
   fprintf(out, "  %-31sgemm.%s\n", "q|k|v, prefill 4096:",
           have16 && metrale_ops_f16_gemm_fits(o, 4096, d->C, d->H) ? f16 : metrale_ops_gemm_f32in_path(o, 4096, d->C, d->H));
@@ -127,7 +127,8 @@ static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d,
     fprintf(out, "  z projection, prefill 4096:    gemm.%s%s\n", z_path,
             strcmp(z_path, "gemm_f32in_hi_ws") == 0 ? " (x rounded to bf16 on the 128x256 tiles)" : "");
   }
-  if (!have16 && metrale_ops_has_f16_proj(o)) fprintf(out, "    (no fp16 in_proj in this layer: %s)\n", f16_off);
+  if (!have16 && metrale_ops_has_f16_proj(o) && f16_off[0])
+    fprintf(out, "    (no fp16 in_proj in this layer: %s)\n", f16_off);
 }
 
 /* The decode mixer's kernels between the projections (the audit's layer and shape). */
@@ -163,7 +164,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
   fprintf(out, "  hidden %u, %u key / %u value heads of %u/%u, conv %u, %s FFN\n", d.H, d.nk, d.nv, d.dk, d.dv,
           d.K, moe ? "MoE" : "dense");
   describe_projections(&ops, &d, moe, out);
-  describe_prefill_proj(&ops, &d, NULL, out);
+  describe_prefill_proj(&ops, &d, 1, "", out);
   describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n", metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv));
   if (moe) describe_moe(&ops, &d, out);
@@ -192,7 +193,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   describe_decode(o, d, out);
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");
-  describe_prefill_proj(o, d, L->f16_off, out);
+  describe_prefill_proj(o, d, L->w.in_proj16 != 0, L->f16_off, out);
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(o));

@@ -96,7 +96,7 @@ struct metrale_qwen3_ssm_layer {
   qwen3_ssm_dims d;
   qwen3_ssm_weights w;
   gpu_ptr weight_block; /* one allocation holding every weight */
-  char f16_off[160];    /* why w.in_proj16 is 0 ("" when the layer has it) */
+  char f16_off[160];    /* why w.in_proj16 is 0 where the weights forbid it ("" otherwise) */
   uint64_t weight_bytes;
   /* scratch sized for scratch_tokens tokens and scratch_seqs sequences */
   gpu_ptr scratch_block;

@@ -148,9 +148,6 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   w->gnorm = base + o_gnorm;
   w->out_proj = base + o_out;
   w->in_proj16 = want16 ? base + o_in_proj16 : 0;
-  if (!want16)
-    snprintf(L->f16_off, sizeof L->f16_off, "the backend has no fast fp16 tiles (gemm.gemm_f16_ws, elementwise.f32_to_f16 "
-             "and GPU_CAP_F16_TENSOR)");
 
   upload_ctx u = {L, src};
   const metrale_dtype B = METRALE_DTYPE_BF16;
