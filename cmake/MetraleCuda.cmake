@@ -96,6 +96,9 @@ function(metrale_cuda_kernels out_var)
   if(METRALE_CUDA_PTXAS_VERBOSE)
     list(APPEND flags -Xptxas -v) # registers, shared memory and spills per kernel
   endif()
+  if(METRALE_CUDA_LINEINFO)
+    list(APPEND flags -lineinfo) # ncu's source view; the SASS is the same
+  endif()
 
   # the manifest's modules, to catch a .cu file that belongs to none
   file(STRINGS ${def} rows REGEX "^METRALE_KERNEL\\(")
