@@ -33,7 +33,8 @@
  *
  * delta_rule_prefill_chunked_f16 (sm_90a) trades that accuracy for speed, as its manifest
  * row states: phase 0 (prep_chunk<true>) writes -W, Qs, Kd^T and M as one IEEE half plane
- * each (K K^T, Q K^T and W by one tf32 product; U still split, stored f32), and phase 1
+ * each (K K^T and Q K^T by one product of half operands, W by T rounded to tf32 times its
+ * split right factor; U still split, stored f32), and phase 1
  * (gdn_chunked_wg16.cuh) multiplies fp16 operands once, with S, U, D and O kept times a
  * power of two per chunk so that half's range holds them.  Unlike plain tf32 everywhere (the
  * first version, which failed the layer tests), it keeps U's products split and the inverse
@@ -128,6 +129,13 @@ __device__ __forceinline__ uint32_t f16x2_rn(float x0, float x1) {
   return r;
 }
 
+/* 2^x by one MUFU.EX2, results below 2^-126 flushed to zero */
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ void prefetch_l2(const void *ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
 }
@@ -185,6 +193,14 @@ __device__ __forceinline__ void mma3(float d[4], const float ah[4], const float 
   mma(d, al, bh);
   mma(d, ah, bl);
   mma(d, ah, bh);
+}
+
+/* x = hi + lo with hi x truncated to tf32 (its top 19 bits, one LOP3) and lo = x - hi exact
+ * (the tensor core reads lo's top 19 bits: x to about 2^-21).  For the fp16 records' slabs,
+ * where cvt.rna.tf32 (emulated on sm_90: compare, add, mask) made most of the split's cost. */
+__device__ __forceinline__ void split_trunc(float x, float &hi, float &lo) {
+  hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+  lo = x - hi;
 }
 
 template <bool RN = false>
@@ -363,7 +379,7 @@ __device__ __forceinline__ void zero(float (&x)[A][B][C]) {
  * tiles P and 3 - P (P = 0 or 1: ten column tiles either way); X and K staged in shared
  * memory (stride kLdS), k steps of 8 up to dk.  Each tile sums its three products in the
  * order of mma3; the passes run across all tiles so that independent mma fill the latency. */
-template <unsigned P, bool ONE = false> /* ONE: a single tf32 product a tile (the fp16 records) */
+template <unsigned P>
 __device__ __forceinline__ void kkt_rows(float (&acc)[2][8][4], const float *X, const float *Ks,
                                          unsigned dk, const lane_ids &l) {
   constexpr unsigned R0 = P, R1 = 3 - P, N0 = 2 * R0 + 2, N1 = 2 * R1 + 2; /* tiles, their widths */
@@ -387,12 +403,58 @@ __device__ __forceinline__ void kkt_rows(float (&acc)[2][8][4], const float *X, 
       split(b.y, bh[nt][1], bl[nt][1]);
     }
 #pragma unroll
-    for (unsigned pass = ONE ? 2 : 0; pass < 3; pass++)
+    for (unsigned pass = 0; pass < 3; pass++)
 #pragma unroll
       for (unsigned i = 0; i < 2; i++)
 #pragma unroll
         for (unsigned nt = 0; nt < (i ? N1 : N0); nt++)
           mma(acc[i][nt], pass == 0 ? al[i] : ah[i], pass == 1 ? bl[nt] : bh[nt]);
+  }
+}
+
+/* d += a b on one 16x8x16 tile of IEEE half operands (pairs packed low element first). */
+__device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* kkt_rows for the fp16 records (same tiles, same accumulators): one product of IEEE half
+ * operands a tile, k steps of 16.  The operands are rounded once to 11 significant bits, the
+ * class of the single tf32 product this replaces (M goes to the record in fp16, A reaches it
+ * through W and U), at half its instructions: one cvt a pair instead of an emulated
+ * round-to-nearest a value (cvt.rna.tf32 is two instructions on sm_90), and one MMA for two.
+ * Half's range is the record's own (its Qs and Kd^T planes are fp16 copies of the same rows).
+ * dk is a multiple of 8: a k step's upper half past dk (never staged) is zero. */
+template <unsigned P>
+__device__ __forceinline__ void kkt_rows_f16(float (&acc)[2][8][4], const float *X, const float *Ks,
+                                             unsigned dk, const lane_ids &l) {
+  constexpr unsigned R0 = P, R1 = 3 - P, N0 = 2 * R0 + 2, N1 = 2 * R1 + 2; /* tiles, their widths */
+  zero(acc);
+  auto pair = [](const float *p, bool in) {
+    const float2 v = in ? *reinterpret_cast<const float2 *>(p) : make_float2(0.0f, 0.0f);
+    return f16x2_rn(v.x, v.y);
+  };
+#pragma unroll 1
+  for (unsigned k = 0; k < dk; k += 16) {
+    const unsigned c0 = k + 2 * l.t;
+    const bool up = k + 8 < dk;
+    uint32_t a[2][4], b[N1][2];
+#pragma unroll
+    for (unsigned i = 0; i < 2; i++) {
+      const float *xa = X + (16 * (i ? R1 : R0) + l.g) * kLdS + c0, *xb = xa + 8 * kLdS;
+      a[i][0] = pair(xa, true), a[i][1] = pair(xb, true), a[i][2] = pair(xa + 8, up), a[i][3] = pair(xb + 8, up);
+    }
+#pragma unroll
+    for (unsigned nt = 0; nt < N1; nt++) {
+      const float *kr = Ks + (8 * nt + l.g) * kLdS + c0;
+      b[nt][0] = pair(kr, true), b[nt][1] = pair(kr + 8, up);
+    }
+#pragma unroll
+    for (unsigned i = 0; i < 2; i++)
+#pragma unroll
+      for (unsigned nt = 0; nt < (i ? N1 : N0); nt++) mma_f16(acc[i][nt], a[i], b[nt]);
   }
 }
 
@@ -540,12 +602,17 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   const unsigned ntl[2] = {2 * rt[0] + 2, 2 * rt[1] + 2};
   const float *Ar = isq ? Qt : Ks;
   float acc0[2][8][4];
-  /* F16: one tf32 product a tile (operands rounded once to 10 bits, the fp16 records' class;
-   * M goes to the record in fp16, A through the inverse into W and U) */
-  if (l.w & 1)
-    kkt_rows<1, F16>(acc0, Ar, Ks, p.dk, l);
-  else
-    kkt_rows<0, F16>(acc0, Ar, Ks, p.dk, l);
+  if (F16) { /* one product of half operands a tile (kkt_rows_f16) */
+    if (l.w & 1)
+      kkt_rows_f16<1>(acc0, Ar, Ks, p.dk, l);
+    else
+      kkt_rows_f16<0>(acc0, Ar, Ks, p.dk, l);
+  } else {
+    if (l.w & 1)
+      kkt_rows<1>(acc0, Ar, Ks, p.dk, l);
+    else
+      kkt_rows<0>(acc0, Ar, Ks, p.dk, l);
+  }
   __syncthreads(); /* A is written where K and Q were */
   /* A = strictly_lower(beta_r (k_r.k_c) e^(G_r - G_c)) into As (rows past L zero), or
    * M = lower((q_r.k_c) e^(G_r - G_c)) as the record's tiles, the zeros above the diagonal
@@ -554,18 +621,31 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 #pragma unroll
   for (unsigned i = 0; i < 2; i++) {
     const unsigned ra = 16 * rt[i] + l.g, rb = ra + 8;
+    const float gr[2] = {gs[ra], gs[rb]}, br[2] = {bs[ra], bs[rb]}; /* gs: G log2(e) */
 #pragma unroll
     for (unsigned nt = 0; nt < 8; nt++) {
       if (nt < ntl[i]) {
+        const unsigned c = 8 * nt + 2 * l.t; /* columns c, c + 1 */
+        const float2 gc = *reinterpret_cast<const float2 *>(gs + c);
+        float v[4];
 #pragma unroll
         for (unsigned e = 0; e < 4; e++) {
-          const unsigned r = e < 2 ? ra : rb, c = 8 * nt + 2 * l.t + (e & 1);
-          const bool lower = r < L && c <= r; /* c <= r < L */
-          const float decay = lower ? exp2f(gs[r] - gs[c]) : 0.0f; /* gs: G log2(e) */
+          const unsigned r = e < 2 ? ra : rb, ce = c + (e & 1);
+          const bool lower = r < L && ce <= r; /* ce <= r < L */
+          /* F16: exp2 flushing results below 2^-126 to zero (one MUFU; exp2f adds a range
+           * fix for subnormal results, which the fp16 records cannot hold anyway) */
+          const float x = F16 ? gr[e >> 1] - ((e & 1) ? gc.y : gc.x) : gs[r] - gs[ce];
+          const float decay = lower ? (F16 ? ex2_ftz(x) : exp2f(x)) : 0.0f;
           if (isq)
             acc0[i][nt][e] = lower ? acc0[i][nt][e] * decay : 0.0f;
-          else
-            As[r * kLdA + c] = lower && c < r ? bs[r] * acc0[i][nt][e] * decay : 0.0f;
+          else if (F16)
+            v[e] = lower && ce < r ? br[e >> 1] * acc0[i][nt][e] * decay : 0.0f;
+          else /* (the f32-class kernels as they were) */
+            As[r * kLdA + ce] = lower && ce < r ? bs[r] * acc0[i][nt][e] * decay : 0.0f;
+        }
+        if (F16 && !isq) {
+          *reinterpret_cast<float2 *>(As + ra * kLdA + c) = make_float2(v[0], v[1]);
+          *reinterpret_cast<float2 *>(As + rb * kLdA + c) = make_float2(v[2], v[3]);
         }
       }
     }
@@ -677,8 +757,14 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
       for (unsigned j2 = 0; j2 < 2; j2++) {
         const unsigned n = 16 * l.w + 8 * j2 + l.g;
         /* __fmul_rn: the product is rounded before the split, as when it was stored */
-        split<true>(__fmul_rn(As[col * kLdA + n], s0), bh[j2][0], bl[j2][0]);
-        split<true>(__fmul_rn(As[(col + 1) * kLdA + n], s1), bh[j2][1], bl[j2][1]);
+        const float x0 = __fmul_rn(As[col * kLdA + n], s0), x1 = __fmul_rn(As[(col + 1) * kLdA + n], s1);
+        if (F16) { /* split by truncation (split_trunc): two instructions a value, not ~six */
+          split_trunc(x0, bh[j2][0], bl[j2][0]);
+          split_trunc(x1, bh[j2][1], bl[j2][1]);
+        } else {
+          split<true>(x0, bh[j2][0], bl[j2][0]);
+          split<true>(x1, bh[j2][1], bl[j2][1]);
+        }
       }
 #pragma unroll
       for (unsigned R = 0; R < 4; R++) {
@@ -689,9 +775,10 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
           const float ah[4] = {th.x, th.y, th.z, th.w}, al[4] = {tl.x, tl.y, tl.z, tl.w};
 #pragma unroll
           for (unsigned j2 = 0; j2 < 2; j2++) {
-            if (F16 && kind == 0) /* W goes to the record in fp16: one tf32 product is enough */
+            if (F16 && kind == 0) { /* W goes to the record in fp16: T rounded once is enough */
+              mma(acc[R][j2], ah, bl[j2]);
               mma(acc[R][j2], ah, bh[j2]);
-            else
+            } else
               mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
           }
         }
@@ -795,10 +882,12 @@ __device__ __forceinline__ void store_state_rows(At at, float *Sg, const shape &
 template <unsigned NT, typename At>
 __device__ __forceinline__ void load_u_rows(At at, const uint32_t *rec, unsigned c0, unsigned ra,
                                             unsigned t, const bool (&ntv)[NT]) {
-  const float *U = reinterpret_cast<const float *>(rec + kRecU) + c0 + 2 * t;
+  /* the row offset in 64 bits, so that loads share an address at constant offsets (summed
+   * in 32 bits, every load's address was worked out on its own) */
+  const float *U = reinterpret_cast<const float *>(rec + kRecU) + ((size_t)ra * kDv + c0 + 2 * t);
 #pragma unroll
   for (unsigned nt = 0; nt < NT; nt++) {
-    const float2 u0 = ld2_if(ntv[nt], U + ra * kDv + 8 * nt), u1 = ld2_if(ntv[nt], U + (ra + 8) * kDv + 8 * nt);
+    const float2 u0 = ld2_if(ntv[nt], U + 8 * nt), u1 = ld2_if(ntv[nt], U + 8 * kDv + 8 * nt);
     at(nt, 0) = u0.x, at(nt, 1) = u0.y, at(nt, 2) = u1.x, at(nt, 3) = u1.y;
   }
 }

@@ -41,35 +41,22 @@ using SS = sm90::wgmma_ss_f16<kBV>;
  * four row tiles of one k tile (kTileBlock bytes); B: two k chunks of a plane. */
 constexpr uint64_t kStepA = kTileBlock >> 4, kStepB = (2 * layout::KC) >> 4;
 
-/* The 128-byte lines of the parts of a record that phase 1 reads (the four hi planes, U and
- * e^(G_L)), this block's share: the lines of at most kLines a thread, as word offsets into
- * the record (-1: none), found once; prefetch_used asks them of a record into L2. */
-constexpr unsigned kLines = 6; /* 6 x 128 threads >= the 705 lines, for a head of one column block */
-struct lines {
-  int w[kLines];
+/* The parts of a record that phase 1 reads, as five ranges (the hi planes of -W, Qs, Kd^T
+ * and M; U with e^(G_L)), each asked of L2 by one bulk prefetch: range i by thread i of the
+ * head's column block i % nvs (a per-line prefetch cost ~70 instructions a chunk step). */
+struct pf_range {
+  bool on;
+  unsigned off, bytes; /* words into the record; bytes */
 };
-__device__ __forceinline__ lines used_lines(unsigned tid, const scan_part &b) {
-  constexpr unsigned lp = kPlane / 32, lu = (unsigned)(kRec - kRecU) / 32; /* lines */
-  constexpr unsigned n = 3 * lp + lp / 2 + lu;
-  static_assert(n <= kLines * kBlock, "every line has a thread even where a head is one column block");
-  lines x;
-#pragma unroll
-  for (unsigned u = 0; u < kLines; u++) {
-    const unsigned i = tid + kBlock * (b.cb + b.nvs * u);
-    x.w[u] = i >= n               ? -1
-             : i < lp             ? (int)(kRecW + 32 * i)
-             : i < 2 * lp         ? (int)(kRecQ + 32 * (i - lp))
-             : i < 3 * lp         ? (int)(kRecK + 32 * (i - 2 * lp))
-             : i < 3 * lp + lp / 2 ? (int)(kRecM + 32 * (i - 3 * lp))
-                                  : (int)(kRecU + 32 * (i - 3 * lp - lp / 2));
-  }
+__device__ __forceinline__ pf_range prefetch_range(unsigned tid, const scan_part &b) {
+  pf_range x;
+  x.on = tid < 5 && tid % b.nvs == b.cb;
+  x.off = tid == 0 ? kRecW : tid == 1 ? kRecQ : tid == 2 ? kRecK : tid == 3 ? kRecM : kRecU;
+  x.bytes = 4 * (tid < 3 ? kPlane : tid == 3 ? kPlane / 2 : (unsigned)(kRec - kRecU));
   return x;
 }
-__device__ __forceinline__ void prefetch_used(const uint32_t *r, const lines &x) {
-#pragma unroll
-  for (unsigned u = 0; u < kLines; u++)
-    if (x.w[u] >= 0) prefetch_l2(r + x.w[u]);
-}
+static_assert((kRec - kRecU) % 4 == 0 && kRec % 4 == 0 && kPlane % 8 == 0,
+              "the ranges and the records are whole 16-byte units");
 
 /* 16 accumulator rows (k chunks kc, kc + 1) of acc times sc as fp16 into a K-major plane of
  * kNT core matrices a k chunk. */
@@ -100,8 +87,9 @@ __device__ __forceinline__ float amax(float m, const float (&x)[kNA]) {
 /* The block's largest of the threads' m (a barrier; red: 4 floats of shared memory that no
  * thread reads again before the block's next barrier). */
 __device__ __forceinline__ float block_max(float m, float *red, const lane_ids &l) {
-#pragma unroll
-  for (unsigned o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  /* m >= 0: its bits order as unsigned integers do, and one redux.sync takes the warp's
+   * largest (five dependent shuffles and maxima did: ~8 % of the chunk step's stalls) */
+  m = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
   if ((l.tid & 31) == 0) red[l.w] = m;
   __syncthreads();
   return fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
@@ -176,7 +164,7 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
   sm90::fence_proxy_async();
   __syncthreads(); /* the barriers are initialised, S is in its plane */
 
-  const f16::lines pl = f16::used_lines(l.tid, b);
+  const f16::pf_range pf = f16::prefetch_range(l.tid, b);
   /* descriptors of the operands' first k tiles (a k tile on: + kStepA / kStepB) */
   const uint64_t dW = sm90::desc_plain(s0 + Y::W, 128, 256), dQ = sm90::desc_plain(s0 + Y::Q, 128, 256);
   const uint64_t dK = sm90::desc_plain(s0 + Y::K, 128, 256), dM = sm90::desc_plain(s0 + Y::M, 128, 256);
@@ -189,7 +177,7 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     const bool more = ci + 1 < nch;
     const uint32_t *nrec = rec + rstep;
     const uint32_t par = (uint32_t)ci & 1u;
-    if (ci + 2 < nch) f16::prefetch_used(nrec + rstep, pl); /* the one after next */
+    if (pf.on && ci + 2 < nch) sm90::bulk_prefetch_l2(nrec + rstep + pf.off, pf.bytes); /* the one after next */
     const float gL = gL_next * fs; /* the decay, and the rescale S's plane already has */
     fs = 1.0f;
     if (more) gL_next = __uint_as_float(__ldg(nrec + kRecG));
