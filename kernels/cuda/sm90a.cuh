@@ -184,15 +184,15 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
       : "memory");
 }
 
-/* bytes (a multiple of 16, both addresses 16-byte aligned) from shared src to global dst by
- * the bulk engine, in this thread's bulk group; the writes to src before it must be made
- * visible to the engine (fence_proxy_async, then a barrier).  One thread issues it, commits
- * (bulk_commit) and, before src is reused or the block ends, waits (bulk_wait_read). */
 /* bytes (a multiple of 16) of global memory at src (16-byte aligned) asked into L2: one
  * instruction for the whole range, no completion to wait for */
 __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
+/* bytes (a multiple of 16, both addresses 16-byte aligned) from shared src to global dst by
+ * the bulk engine, in this thread's bulk group; the writes to src before it must be made
+ * visible to the engine (fence_proxy_async, then a barrier).  One thread issues it, commits
+ * (bulk_commit) and, before src is reused or the block ends, waits (bulk_wait_read). */
 __device__ __forceinline__ void bulk_store(void *dst, const void *src, uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_u32(src)),
                "r"(bytes)
