@@ -424,7 +424,9 @@ __device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], const u
  * operands a tile, k steps of 16.  The operands are rounded once to 11 significant bits, the
  * class of the single tf32 product this replaces (M goes to the record in fp16, A reaches it
  * through W and U), at half its instructions: one cvt a pair instead of an emulated
- * round-to-nearest a value (cvt.rna.tf32 is two instructions on sm_90), and one MMA for two.
+ * round-to-nearest a value (cvt.rna.tf32 is emulated on sm_90: there a compare and a
+ * predicated add, and a mask where the rounded value feeds arithmetic, as in the splits),
+ * and one MMA for two.
  * Half's range is the record's own (its Qs and Kd^T planes are fp16 copies of the same rows).
  * dk is a multiple of 8: a k step's upper half past dk (never staged) is zero. */
 template <unsigned P>
