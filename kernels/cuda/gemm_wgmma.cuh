@@ -8,13 +8,8 @@ using sm90::wgmma_commit;
 using sm90::wgmma_fence;
 using sm90::wgmma_wait0;
 
-/* Descriptor of a K-major bf16 tile in tc's layout: 64-byte rows whose chunks are
- * XOR-permuted exactly as the hardware's 64-byte swizzle (tile base 512-byte aligned),
- * 8-row groups 512 bytes apart (the leading offset is unused for swizzled K-major). */
-__device__ __forceinline__ uint64_t desc64(uint32_t addr) {
-  return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512u >> 4) << 32 |
-         (uint64_t)2 << 62;
-}
+/* Descriptor of a K-major bf16 tile in tc's layout (64-byte rows, tile_of<bf16>): sm90a.cuh */
+__device__ __forceinline__ uint64_t desc64(uint32_t addr) { return sm90::desc_swz64(addr); }
 
 /* wgmma m64n128k16 (sm90a.cuh), 64 accumulators a thread.  (A 128x256 tile on m64n256k16,
  * one block an SM, ran the f32-input projection 20% slower than two 128x128 blocks an SM:

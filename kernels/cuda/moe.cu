@@ -605,3 +605,40 @@ MK_KERNEL(moe_down_sorted)(float *__restrict__ y, const bf16 *__restrict__ act, 
 }
 MK_CHECK(moe_down_sorted, moe);
 #endif
+
+/* The same projections on Hopper's tensor cores, fed by TMA (moe_ws.cuh).  Only in the sm_90a
+ * image, whose tensor-map templates the backend writes when it loads the module. */
+#if !defined(__HIPCC__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "sm90a.cuh"
+#include "tma_templates.h"
+extern "C" {
+__device__ __align__(128) unsigned char metrale_tma_templates[METRALE_TMA_COUNT][METRALE_TMA_BYTES];
+/* one tensor map an SM for each kernel: [0] gate_up, [1] down */
+__device__ __align__(128) unsigned char metrale_moe_ws_maps[2][1024][METRALE_TMA_BYTES];
+}
+namespace {
+#include "moe_ws.cuh"
+static_assert(mk_block("moe_gate_up_sorted_ws") == moews::THREADS && mk_block("moe_down_sorted_ws") == moews::THREADS,
+              "a producer warpgroup and two consumer warpgroups");
+static_assert(mk_shared("moe_gate_up_sorted_ws") == moews::STAGES * moews::STAGE + 1024u &&
+                  mk_shared("moe_down_sorted_ws") == mk_shared("moe_gate_up_sorted_ws"),
+              "kernels.def METRALE_KERNEL_SHARED rows: the ring plus 1 KiB of alignment");
+static_assert(mk_shared("moe_gate_up_sorted_ws") > 114u * 1024u, "one block an SM: a block's map lives in its SM's slot");
+static_assert(moews::SLOT == kTileRows, "a block computes two of moe_sort's slots");
+}  // namespace
+#define MK_KERNEL_MOE_WS(name) extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) name
+
+MK_KERNEL_MOE_WS(moe_gate_up_sorted_ws)(bf16 *__restrict__ gu, const bf16 *__restrict__ x, const int *__restrict__ perm,
+                                        const int *__restrict__ tiles, const bf16 *__restrict__ w, unsigned r, unsigned k,
+                                        unsigned h, unsigned n, unsigned e) {
+  moews::sorted_pair<false>(gu, x, k, perm, tiles, w, r, h, n, e, metrale_moe_ws_maps[0]);
+}
+MK_CHECK(moe_gate_up_sorted_ws, moe);
+
+MK_KERNEL_MOE_WS(moe_down_sorted_ws)(float *__restrict__ y, const bf16 *__restrict__ act, const int *__restrict__ perm,
+                                     const int *__restrict__ tiles, const bf16 *__restrict__ w, unsigned r, unsigned h,
+                                     unsigned n, unsigned e) {
+  moews::sorted_pair<true>(y, act, 1u, perm, tiles, w, r, n, h, e, metrale_moe_ws_maps[1]);
+}
+MK_CHECK(moe_down_sorted_ws, moe);
+#endif

@@ -40,6 +40,15 @@ __device__ __forceinline__ uint64_t desc_plain(uint32_t addr, uint32_t lbo, uint
   return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
 }
 
+/* Descriptor of a K-major 16-bit tile of 64-byte rows (32 elements of k) whose 16-byte chunks
+ * are XOR-permuted exactly as the hardware's 64-byte swizzle (sm80::swz64; tile base 512-byte
+ * aligned), 8-row groups 512 bytes apart (the leading offset is unused for swizzled K-major).
+ * The k16 half of a row 32 bytes on is this descriptor plus 2. */
+__device__ __forceinline__ uint64_t desc_swz64(uint32_t addr) {
+  return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512u >> 4) << 32 |
+         (uint64_t)2 << 62;
+}
+
 /* The accumulators of an m64nNk16 wgmma, N / 2 f32 registers a thread, as asm operands
  * %0 .. %(N/2 - 1): MK_ACC_<N/2> lists them for the instruction text, MK_ACC_OPS_<N/2>(d)
  * binds them to d[0 ..] ("+f": read and written).  Each list extends the one before it, so

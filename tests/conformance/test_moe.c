@@ -315,14 +315,15 @@ Test(moe, moe_sort) {
 }
 
 /* The projections' shapes, and two of tens of rows an expert (full and partial tiles,
- * one expert with several), K past the 32-deep steps, N past the 128-column tiles. */
+ * one expert with several), K past the 32-deep steps, N past the 128-column tiles; the last
+ * (all rows to one expert) with K deep enough to wrap the 8-stage ring of the _ws rows. */
 static const moe_shape sorted_shapes[] = {{1, 1, 2, 16, 8},     {3, 2, 4, 129, 70},  {5, 4, 8, 64, 130},
                                           {2, 3, 3, 7, 1},      {1, 10, 12, 264, 512}, {2, 2, 3, 2048, 520},
-                                          {100, 4, 5, 200, 136}, {300, 2, 3, 96, 64}};
+                                          {100, 4, 5, 200, 136}, {300, 2, 3, 96, 64}, {40, 4, 3, 512, 256}};
 
 /* One of the two sorted projections: gate_up (x rows j / k, bf16 out) or down (act rows j,
  * f32 out), every row routed to a valid expert so that the lists name all of them. */
-static void check_sorted(metrale_kernel_id id, int gate_up) {
+static void check_sorted(metrale_kernel_id id, int gate_up, int ws) {
   CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < sizeof sorted_shapes / sizeof sorted_shapes[0]; si++) {
     const moe_shape *sh = &sorted_shapes[si];
@@ -349,7 +350,9 @@ static void check_sorted(metrale_kernel_id id, int gate_up) {
         ref[(size_t)j * nout + f] = acc;
       }
     cf_launch l;
-    cf_launch_init(&l, id, (gpu_dim3){(uint32_t)s, (nout + 127) / 128, 1});
+    const gpu_dim3 grid = ws ? (gpu_dim3){(nout + 255) / 256, (uint32_t)s, 1}
+                             : (gpu_dim3){(uint32_t)s, (nout + 127) / 128, 1};
+    cf_launch_init(&l, id, grid);
     int by = gate_up ? cf_buf_add(&l, "gu", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16)
                      : cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
     int ba = cf_buf_add(&l, gate_up ? "x" : "act", CF_BF16, CF_IN, na, a, 0);
@@ -378,5 +381,10 @@ static void check_sorted(metrale_kernel_id id, int gate_up) {
   cf_close(&ctx);
 }
 
-Test(moe, moe_gate_up_sorted) { check_sorted(METRALE_K_moe_gate_up_sorted, 1); }
-Test(moe, moe_down_sorted) { check_sorted(METRALE_K_moe_down_sorted, 0); }
+Test(moe, moe_gate_up_sorted) { check_sorted(METRALE_K_moe_gate_up_sorted, 1, 0); }
+Test(moe, moe_down_sorted) { check_sorted(METRALE_K_moe_down_sorted, 0, 0); }
+/* the 256-column blocks of two slots (sm_90a): K a multiple of 8 takes the TMA copies, other K
+ * the element loads; N past a 256-column tile reads into the next expert's rows (not
+ * written); an expert of 1, 2, 3 or more slots */
+Test(moe, moe_gate_up_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_sorted_ws, 1, 1); }
+Test(moe, moe_down_sorted_ws) { check_sorted(METRALE_K_moe_down_sorted_ws, 0, 1); }

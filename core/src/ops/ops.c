@@ -673,10 +673,20 @@ static int moe_sorted_fits(const metrale_ops *o, uint32_t r, uint32_t k, uint32_
          CEIL_DIV(2ull * mi, 128) <= 65535 && CEIL_DIV(h, 128) <= 65535;
 }
 
+/* The sm_90a forms take the slots as grid.y (at most 65535: a chunk of ~4 M routed rows). */
+static int moe_ws_fits(const metrale_ops *o, metrale_kernel_id id, uint32_t r, uint32_t e) {
+  return has_kernel(o, id) && metrale_moe_slots(r, e) <= 65535u;
+}
+
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
-  if (moe_sorted_fits(o, r, k, e, h, mi))
-    return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted (64-row tiles an expert)";
-  return "moe.moe_gate_up, moe.moe_down (a block a routed row)";
+  if (!moe_sorted_fits(o, r, k, e, h, mi)) return "moe.moe_gate_up, moe.moe_down (a block a routed row)";
+  const int gu = moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e),
+            dn = moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e);
+  if (gu && dn)
+    return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted_ws (two 64-row slots an expert by 256 columns, TMA + wgmma)";
+  if (gu) return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted (64-row tiles an expert)";
+  if (dn) return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted_ws (64-row tiles an expert)";
+  return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted (64-row tiles an expert)";
 }
 
 static metrale_status moe_sort_rows(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, uint32_t r,
@@ -685,11 +695,17 @@ static metrale_status moe_sort_rows(const metrale_ops *o, gpu_stream st, const m
 }
 static metrale_status moe_gate_up_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
                                          gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n, uint32_t e) {
+  if (moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e))
+    LAUNCH(o, st, moe_gate_up_sorted_ws, CEIL_DIV(n, 256), (uint32_t)metrale_moe_slots(r, e), P(b->gu), P(x),
+           P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
   LAUNCH(o, st, moe_gate_up_sorted, (uint32_t)metrale_moe_slots(r, e), CEIL_DIV(n, 128), P(b->gu), P(x),
          P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
 }
 static metrale_status moe_down_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr w,
                                       uint32_t r, uint32_t h, uint32_t n, uint32_t e) {
+  if (moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e))
+    LAUNCH(o, st, moe_down_sorted_ws, CEIL_DIV(h, 256), (uint32_t)metrale_moe_slots(r, e), P(b->y), P(b->act),
+           P(b->perm), P(b->tiles), P(w), U(r), U(h), U(n), U(e));
   LAUNCH(o, st, moe_down_sorted, (uint32_t)metrale_moe_slots(r, e), CEIL_DIV(h, 128), P(b->y), P(b->act),
          P(b->perm), P(b->tiles), P(w), U(r), U(h), U(n), U(e));
 }
