@@ -311,6 +311,7 @@ MK_KERNEL(moe_topk_warp)(int *__restrict__ idx, float *__restrict__ w,
   float *tw = w + (size_t)tok * k;
   cand prev = {0.0f, -1};
   float wsum = 0.0f;
+  unsigned picks = 0;
   for (unsigned j = 0; j < k; j++) {
     cand best = {-1.0f, 0x7fffffff};
 #pragma unroll
@@ -341,11 +342,102 @@ MK_KERNEL(moe_topk_warp)(int *__restrict__ idx, float *__restrict__ w,
     }
     wsum += best.p;
     prev = best;
+    picks++;
   }
+  /* the picks thread 0 wrote (the empty ones, written by other threads, stay 0) */
   if (norm && wsum > 0.0f && tid == 0)
-    for (unsigned j = 0; j < k; j++) tw[j] /= wsum;
+    for (unsigned j = 0; j < picks; j++) tw[j] /= wsum;
 }
 MK_CHECK(moe_topk_warp, moe);
+
+namespace {
+constexpr unsigned kTopkRBlock = mk_block("moe_topk_rows");
+constexpr unsigned TR_TOKENS = kTopkRBlock / TW_LANES; /* a warp a token */
+constexpr unsigned TR_CACHE = 16;                      /* p a lane keeps in registers: E <= 512 */
+static_assert(TR_TOKENS * TW_LANES == kTopkRBlock, "whole warps");
+}  // namespace
+
+/* A warp a token, no barriers: the softmax's maximum and sum and each pick are shuffle
+ * reductions over the warp (moe_topk_warp merges 8 warps' winners through shared memory
+ * with a barrier a pick: ~8 us for one token on the H200).  Lane l holds experts l + 32 c
+ * (c < 16) in registers with a mask of those already picked, so a pick is a tree of 15
+ * comparisons a lane, not a scan; experts past 512 are recomputed each pick and kept out
+ * by ranking after the previous pick, as in moe_topk_warp. */
+MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const float *__restrict__ logits,
+                         unsigned t, unsigned e, unsigned ld, unsigned k, unsigned norm) {
+  const unsigned lane = threadIdx.x % TW_LANES;
+  const unsigned tok = blockIdx.x * TR_TOKENS + threadIdx.x / TW_LANES;
+  if (tok >= t || e == 0) return;
+  const float *l = logits + (size_t)tok * ld; /* [E] */
+  float lc[TR_CACHE];
+  float mx = -INFINITY;
+#pragma unroll
+  for (unsigned c = 0; c < TR_CACHE; c++) {
+    const unsigned i = lane + c * TW_LANES;
+    lc[c] = i < e ? l[i] : -INFINITY;
+    mx = fmaxf(mx, lc[c]);
+  }
+  for (unsigned i = lane + TR_CACHE * TW_LANES; i < e; i += TW_LANES) mx = fmaxf(mx, l[i]);
+  mx = group_max(mx);
+  float part = 0.0f;
+#pragma unroll
+  for (unsigned c = 0; c < TR_CACHE; c++)
+    if (lane + c * TW_LANES < e) {
+      lc[c] = expf(lc[c] - mx);
+      part += lc[c];
+    }
+  for (unsigned i = lane + TR_CACHE * TW_LANES; i < e; i += TW_LANES) part += expf(l[i] - mx);
+  const float sum = group_sum(part);
+#pragma unroll
+  for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum; /* p; beyond E unused */
+
+  int *ti = idx + (size_t)tok * k;
+  float *tw = w + (size_t)tok * k;
+  cand prev = {0.0f, -1};
+  float wsum = 0.0f;
+  unsigned picks = 0, taken = 0; /* bit c: expert lane + 32 c was picked */
+  for (unsigned j = 0; j < k; j++) {
+    cand cs[TR_CACHE];
+#pragma unroll
+    for (unsigned c = 0; c < TR_CACHE; c++) {
+      const unsigned i = lane + c * TW_LANES;
+      cs[c] = i < e && !((taken >> c) & 1u) ? cand{lc[c], (int)i} : cand{-1.0f, 0x7fffffff};
+    }
+    static_assert(TR_CACHE == 16, "a tree of 4 levels");
+#pragma unroll
+    for (unsigned c = 0; c < 8; c++) cs[c] = better(cs[c], cs[c + 8]);
+#pragma unroll
+    for (unsigned c = 0; c < 4; c++) cs[c] = better(cs[c], cs[c + 4]);
+#pragma unroll
+    for (unsigned c = 0; c < 2; c++) cs[c] = better(cs[c], cs[c + 2]);
+    cand best = better(cs[0], cs[1]);
+    for (unsigned i = lane + TR_CACHE * TW_LANES; i < e; i += TW_LANES) {
+      const cand x = {expf(l[i] - mx) / sum, (int)i};
+      if (prev.i < 0 || ranks_before(prev.p, prev.i, x.p, x.i)) best = better(best, x);
+    }
+    best = group_best(best);
+    if (best.p < 0.0f) { /* k > E: the remaining picks are empty */
+      for (unsigned q = j + lane; q < k; q += TW_LANES) {
+        ti[q] = -1;
+        tw[q] = 0.0f;
+      }
+      break;
+    }
+    if (lane == 0) {
+      ti[j] = best.i;
+      tw[j] = best.p;
+    }
+    if ((unsigned)best.i < TR_CACHE * TW_LANES && (unsigned)best.i % TW_LANES == lane)
+      taken |= 1u << ((unsigned)best.i / TW_LANES);
+    wsum += best.p;
+    prev = best;
+    picks++;
+  }
+  /* the picks lane 0 wrote (the empty ones, written by other lanes, stay 0) */
+  if (norm && wsum > 0.0f && lane == 0)
+    for (unsigned j = 0; j < picks; j++) tw[j] /= wsum;
+}
+MK_CHECK(moe_topk_rows, moe);
 
 namespace {
 constexpr unsigned kCombineWBlock = mk_block("moe_combine_wide");

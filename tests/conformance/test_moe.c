@@ -5,15 +5,17 @@
 
 #include "harness.h"
 
-/* moe_topk and moe_topk_warp: the same op and grid.  The router shape (E = 512, k = 10),
- * E beyond the 1024 experts moe_topk_warp keeps in registers, odd E and k > E. */
-static void check_topk(metrale_kernel_id id) {
+/* moe_topk, moe_topk_warp (the same grid) and moe_topk_rows (8 tokens a block).  The router
+ * shape (E = 512, k = 10), E beyond the 1024 experts the fast forms keep in registers, odd E
+ * and k > E; T not a multiple of 8. */
+static void check_topk(metrale_kernel_id id, uint32_t per_block) {
   CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t t, e, ld, k, norm;
   } shapes[] = {{1, 4, 4, 1, 1},     {5, 10, 12, 3, 0},    {7, 64, 65, 8, 1},
                 {3, 5, 5, 5, 1},     {9, 33, 40, 4, 0},    {4, 512, 513, 10, 1},
-                {3, 1500, 1501, 7, 1}, {2, 3, 4, 6, 1},    {3, 257, 260, 300, 0}};
+                {3, 1500, 1501, 7, 1}, {2, 3, 4, 6, 1},    {3, 257, 260, 300, 0},
+                {20, 512, 513, 10, 1}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, e = shapes[si].e, ld = shapes[si].ld, k = shapes[si].k;
     uint32_t norm = shapes[si].norm;
@@ -60,7 +62,7 @@ static void check_topk(metrale_kernel_id id) {
     }
 
     cf_launch l;
-    cf_launch_init(&l, id, (gpu_dim3){t, 1, 1});
+    cf_launch_init(&l, id, (gpu_dim3){(t + per_block - 1) / per_block, 1, 1});
     int bi = cf_buf_add(&l, "idx", CF_I32, CF_OUT, (size_t)t * k, NULL, 0);
     int bw = cf_buf_add(&l, "w", CF_F32, CF_OUT, (size_t)t * k, NULL, CF_TOL_F32);
     int bl = cf_buf_add(&l, "logits", CF_F32, CF_IN, (size_t)t * ld, logits, 0);
@@ -82,8 +84,9 @@ static void check_topk(metrale_kernel_id id) {
   cf_close(&ctx);
 }
 
-Test(moe, moe_topk) { check_topk(METRALE_K_moe_topk); }
-Test(moe, moe_topk_warp) { check_topk(METRALE_K_moe_topk_warp); }
+Test(moe, moe_topk) { check_topk(METRALE_K_moe_topk, 1); }
+Test(moe, moe_topk_warp) { check_topk(METRALE_K_moe_topk_warp, 1); }
+Test(moe, moe_topk_rows) { check_topk(METRALE_K_moe_topk_rows, 8); } /* a warp a token */
 
 typedef struct {
   uint32_t t, k, e, h, n; /* tokens, top-k, experts, hidden, features of the projection */

@@ -641,8 +641,24 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
          P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
 }
 
+/* moe_topk_rows (a warp a token) where moe_topk_warp (a block a token, 8 an SM) would take more
+ * than one wave: on the H200 at E = 512, k = 10 the layer's top-k took 84 -> 26 us at 4096
+ * tokens, and 2-6 us more at batches of 8 to 256, where one warp's picks are slower than a
+ * block's (docs/perf-moe.md; the crossover between 256 and 4096 is not measured). */
+static int moe_topk_rows_fits(const metrale_ops *o, uint32_t t) {
+  return has_kernel(o, METRALE_K_moe_topk_rows) &&
+         (uint64_t)t > 8u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
+}
+
+const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t) {
+  if (moe_topk_rows_fits(o, t)) return "moe.moe_topk_rows";
+  return has_kernel(o, METRALE_K_moe_topk_warp) ? "moe.moe_topk_warp" : "moe.moe_topk";
+}
+
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
                            uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm) {
+  if (moe_topk_rows_fits(o, t))
+    LAUNCH(o, st, moe_topk_rows, CEIL_DIV(t, 8), 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));
   if (o->k[METRALE_K_moe_topk_warp])
     LAUNCH(o, st, moe_topk_warp, t, 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));
   LAUNCH(o, st, moe_topk, t, 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));

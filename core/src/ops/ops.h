@@ -151,6 +151,8 @@ metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale
                               gpu_ptr w_gate_up, gpu_ptr w_down, uint32_t r, uint32_t k, uint32_t h, uint32_t mi,
                               uint32_t e);
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
+/* The router top-k kernel op_moe_topk launches for t tokens ("module.kernel"). */
+const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t);
 metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
                               gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
                               uint32_t h, uint32_t ld, uint32_t col);

@@ -144,13 +144,12 @@ static void describe_decode(const metrale_ops *o, const qwen3_ssm_dims *d, FILE 
 /* The MoE FFN's kernels, the routed experts' at the audit's decode batches and prefill. */
 static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
   static const uint32_t tokens[] = {1, 8, 64, 256, 4096};
-  fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: moe.%s, the routed experts, moe.%s\n", d->E,
-          d->topk, d->mI, d->sI, metrale_ops_kernel_or(o, METRALE_K_moe_topk_warp, METRALE_K_moe_topk),
-          metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
+  fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: the router's top-k, the routed experts, moe.%s\n",
+          d->E, d->topk, d->mI, d->sI, metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
   for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
     const uint32_t tc = tokens[i] < QWEN3_SSM_FFN_CHUNK ? tokens[i] : QWEN3_SSM_FFN_CHUNK; /* ffn.c's chunks */
-    fprintf(out, "    routed experts, %s %4u:    %s\n", tokens[i] == 4096 ? "prefill" : "decode ", tokens[i],
-            metrale_ops_moe_path(o, tc * d->topk, d->topk, d->E, d->H, d->mI));
+    fprintf(out, "    top-k and routed experts, %s %4u:    %s; %s\n", tokens[i] == 4096 ? "prefill" : "decode ",
+            tokens[i], metrale_ops_moe_topk_kernel(o, tc), metrale_ops_moe_path(o, tc * d->topk, d->topk, d->E, d->H, d->mI));
   }
 }
 
