@@ -641,13 +641,14 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
          P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
 }
 
-/* moe_topk_rows (a warp a token) where moe_topk_warp (a block a token, 8 an SM) would take more
- * than one wave: on the H200 at E = 512, k = 10 the layer's top-k took 84 -> 26 us at 4096
- * tokens, and 2-6 us more at batches of 8 to 256, where one warp's picks are slower than a
- * block's (docs/perf-moe.md; the crossover between 256 and 4096 is not measured). */
+/* moe_topk_rows (a warp a token) from half a wave of moe_topk_warp's blocks (a block a token,
+ * 8 an SM): on the H200 at E = 512, k = 10 the layer's top-k took 84 -> 26 us at 4096 tokens,
+ * the layer's prefill 7-20 / 27 us less at 1024 / 2048 tokens, the same within its spread at
+ * 256 and 512, and decode 8 2-3 us more, where one warp's picks are slower than a block's
+ * (docs/perf-moe.md). */
 static int moe_topk_rows_fits(const metrale_ops *o, uint32_t t) {
   return has_kernel(o, METRALE_K_moe_topk_rows) &&
-         (uint64_t)t > 8u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
+         (uint64_t)t >= 4u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
 }
 
 const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t) {
