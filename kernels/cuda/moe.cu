@@ -260,6 +260,37 @@ __device__ __forceinline__ float group_sum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, off, TW_LANES);
   return v;
 }
+
+/* The softmax's first two passes over a token's logits l [E], for a thread that holds experts
+ * first + STRIDE c: lc[c] their logits (-inf past E), returned: the thread's maximum
+ * (experts past N of them read again from l). */
+template <unsigned N, unsigned STRIDE>
+__device__ __forceinline__ float load_max(float (&lc)[N], const float *__restrict__ l, unsigned e, unsigned first) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (unsigned c = 0; c < N; c++) {
+    const unsigned i = first + c * STRIDE;
+    lc[c] = i < e ? l[i] : -INFINITY;
+    mx = fmaxf(mx, lc[c]);
+  }
+  for (unsigned i = first + N * STRIDE; i < e; i += STRIDE) mx = fmaxf(mx, l[i]);
+  return mx;
+}
+/* lc[c] = e^(lc[c] - mx) for the experts that exist, returned: their sum and that of the ones
+ * past N, in this order */
+template <unsigned N, unsigned STRIDE>
+__device__ __forceinline__ float exp_sum(float (&lc)[N], const float *__restrict__ l, unsigned e, unsigned first,
+                                         float mx) {
+  float part = 0.0f;
+#pragma unroll
+  for (unsigned c = 0; c < N; c++)
+    if (first + c * STRIDE < e) {
+      lc[c] = expf(lc[c] - mx);
+      part += lc[c];
+    }
+  for (unsigned i = first + N * STRIDE; i < e; i += STRIDE) part += expf(l[i] - mx);
+  return part;
+}
 }  // namespace
 
 /* One block a token.  p is computed once into registers (candidate c of thread tid is
@@ -276,30 +307,14 @@ MK_KERNEL(moe_topk_warp)(int *__restrict__ idx, float *__restrict__ w,
   const unsigned tid = threadIdx.x, g = tid / TW_LANES, lane = tid % TW_LANES;
 
   float lc[TW_CACHE];
-  float mx = -INFINITY;
-#pragma unroll
-  for (unsigned c = 0; c < TW_CACHE; c++) {
-    const unsigned i = tid + c * kTopkWBlock;
-    lc[c] = i < e ? l[i] : -INFINITY;
-    mx = fmaxf(mx, lc[c]);
-  }
-  for (unsigned i = tid + TW_CACHE * kTopkWBlock; i < e; i += kTopkWBlock) mx = fmaxf(mx, l[i]);
-  mx = group_max(mx);
+  float mx = group_max(load_max<TW_CACHE, kTopkWBlock>(lc, l, e, tid));
   if (lane == 0) red[g] = mx;
   __syncthreads();
   mx = red[0];
   for (unsigned q = 1; q < TW_GROUPS; q++) mx = fmaxf(mx, red[q]);
   __syncthreads(); /* red is reused for the sum */
 
-  float part = 0.0f;
-#pragma unroll
-  for (unsigned c = 0; c < TW_CACHE; c++)
-    if (tid + c * kTopkWBlock < e) {
-      lc[c] = expf(lc[c] - mx);
-      part += lc[c];
-    }
-  for (unsigned i = tid + TW_CACHE * kTopkWBlock; i < e; i += kTopkWBlock) part += expf(l[i] - mx);
-  part = group_sum(part);
+  const float part = group_sum(exp_sum<TW_CACHE, kTopkWBlock>(lc, l, e, tid, mx));
   if (lane == 0) red[g] = part;
   __syncthreads();
   float sum = 0.0f;
@@ -370,24 +385,8 @@ MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const flo
   if (tok >= t || e == 0) return;
   const float *l = logits + (size_t)tok * ld; /* [E] */
   float lc[TR_CACHE];
-  float mx = -INFINITY;
-#pragma unroll
-  for (unsigned c = 0; c < TR_CACHE; c++) {
-    const unsigned i = lane + c * TW_LANES;
-    lc[c] = i < e ? l[i] : -INFINITY;
-    mx = fmaxf(mx, lc[c]);
-  }
-  for (unsigned i = lane + TR_CACHE * TW_LANES; i < e; i += TW_LANES) mx = fmaxf(mx, l[i]);
-  mx = group_max(mx);
-  float part = 0.0f;
-#pragma unroll
-  for (unsigned c = 0; c < TR_CACHE; c++)
-    if (lane + c * TW_LANES < e) {
-      lc[c] = expf(lc[c] - mx);
-      part += lc[c];
-    }
-  for (unsigned i = lane + TR_CACHE * TW_LANES; i < e; i += TW_LANES) part += expf(l[i] - mx);
-  const float sum = group_sum(part);
+  const float mx = group_max(load_max<TR_CACHE, TW_LANES>(lc, l, e, lane));
+  const float sum = group_sum(exp_sum<TR_CACHE, TW_LANES>(lc, l, e, lane, mx));
 #pragma unroll
   for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum; /* p; beyond E unused */
 
