@@ -225,7 +225,9 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
   slot_t s0l, s1l;
   if (!slot_at(x, tiles, r, e, s0l)) return;
   /* slot x is its expert's slot i: the i slots before it hold the same expert.  Odd i: the
-   * block of slot x - 1 takes it. */
+   * block of slot x - 1 takes it.  The look back stops at 128 slots (8192 rows of one
+   * expert); past that a slot counts as even, so a slot may be computed by two blocks, which
+   * write the same values, and none is left out. */
   unsigned i = 0;
   while (i < x && i < 2u * SLOT && slot_at(x - 1 - i, tiles, r, e, s1l) && s1l.ex == s0l.ex) i++;
   if (i % 2u) return;
