@@ -35,12 +35,8 @@ using wg::desc64;
 
 /* The registers of this warpgroup's threads: fewer for the producer, more for the
  * consumers' 128 accumulators (the block's 64 K registers shared out again). */
-template <unsigned R> __device__ __forceinline__ void regs_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-template <unsigned R> __device__ __forceinline__ void regs_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
-}
+using sm90::regs_dec;
+using sm90::regs_inc;
 
 constexpr unsigned THREADS = 384, GROUP = 128;
 constexpr unsigned CONSUMERS = 256; /* each releases a stage: the empty barriers' count */

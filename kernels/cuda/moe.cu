@@ -473,6 +473,17 @@ static_assert(kSortBlock % 32u == 0 && kSortBlock / 32u <= 32u, "whole warps, on
 constexpr unsigned kTileRows = 64; /* kernels.def: rows a slot of moe_sort's tiles */
 
 __device__ __forceinline__ uint64_t slot_count(unsigned r, unsigned e) { return ((uint64_t)r + 63u) / 64u + e + 1u; }
+
+/* Slot s of moe_sort's list: (expert, first row in perm, rows), false for an empty slot or one
+ * that no moe_sort of r rows and e experts writes (nothing to compute). */
+struct slot_t {
+  int ex, p, m;
+};
+__device__ __forceinline__ bool slot_at(uint64_t s, const int *__restrict__ tiles, unsigned r, unsigned e, slot_t &sl) {
+  sl.ex = tiles[3 * s], sl.p = tiles[3 * s + 1], sl.m = tiles[3 * s + 2];
+  return !(sl.ex < 0 || (unsigned)sl.ex >= e || sl.p < 0 || sl.m <= 0 || sl.m > (int)kTileRows ||
+           (uint64_t)sl.p + (uint64_t)sl.m > r);
+}
 }  // namespace
 
 /* Block x lists expert x: it counts the rows below and of its expert (o_x, c_x: no block
@@ -575,12 +586,12 @@ __device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a,
   const uint64_t slot = blockIdx.x;
   const unsigned n0 = blockIdx.y * GBN;
   if (slot >= slot_count(r, e) || n0 >= N || div == 0) return;
-  const int ex = tiles[3 * slot], p = tiles[3 * slot + 1], m = tiles[3 * slot + 2];
-  /* an empty slot, or one that no moe_sort of r rows and e experts writes: nothing */
-  if (ex < 0 || (unsigned)ex >= e || p < 0 || m <= 0 || m > (int)GBM || (uint64_t)p + (uint64_t)m > r) return;
+  slot_t sl;
+  if (!slot_at(slot, tiles, r, e, sl)) return;
+  const int ex = sl.ex;
   const unsigned tid = threadIdx.x, lane = tid % 32u, warp = tid / 32u, wm = warp / 4u, wn = warp % 4u;
   if (tid < GBM) {
-    const int j = (int)tid < m ? perm[p + tid] : -1;
+    const int j = (int)tid < sl.m ? perm[sl.p + tid] : -1;
     rows[tid] = j >= 0 && (unsigned)j < r ? j : -1;
   }
   __syncthreads();

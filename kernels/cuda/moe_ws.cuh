@@ -34,7 +34,6 @@ namespace moews {
 using sm80::cp_async16;
 using sm80::cp_commit;
 using sm80::cp_wait;
-using sm80::st_shared16;
 using sm80::swz64;
 using sm90::desc_swz64;
 using sm90::fence_proxy_async;
@@ -60,39 +59,12 @@ static_assert(STAGE % 1024u == 0 && A_BYTES % 1024u == 0, "swizzle atoms stay al
 static_assert(LAG + 2u <= STAGES, "stage kt is announced before the producer waits for the release of stage kt - 1");
 static_assert(BM == GROUP && ROW / 16u == 4u, "one activation row (4 chunks) a producer thread");
 
-/* The registers of this warpgroup's threads: fewer for the producer, more for the consumers'
- * 128 accumulators (as gemm_ws.cuh). */
-template <unsigned R> __device__ __forceinline__ void regs_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-template <unsigned R> __device__ __forceinline__ void regs_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
-}
+using sm90::regs_dec;
+using sm90::regs_inc;
 
-/* The launch's dynamic shared memory, its base rounded up to 1024 bytes (the rows ask 1 KiB more). */
-extern __shared__ __align__(16) unsigned char moews_smem[];
-__device__ __forceinline__ uint32_t ring_base() { return (sm90::smem_u32(moews_smem) + 1023u) & ~1023u; }
-
-/* Elements k .. k+7 of src [K] (zeros past K, or for a missing row: src null) as one chunk. */
-__device__ __forceinline__ uint4 chunk_elems(const bf16 *__restrict__ src, unsigned K, unsigned k) {
-  uint32_t v[4] = {0u, 0u, 0u, 0u};
-  if (src)
-#pragma unroll
-    for (unsigned i = 0; i < 8; i++)
-      if (k + i < K) v[i / 2] |= (uint32_t)src[k + i] << (16u * (i % 2u));
-  return make_uint4(v[0], v[1], v[2], v[3]);
-}
-
-/* Slot s of moe_sort's list: (expert, first row in perm, rows), false for an empty slot or one
- * that no moe_sort of r rows and e experts writes. */
-struct slot_t {
-  int ex, p, m;
-};
-__device__ __forceinline__ bool slot_at(uint64_t s, const int *__restrict__ tiles, unsigned r, unsigned e, slot_t &sl) {
-  sl.ex = tiles[3 * s], sl.p = tiles[3 * s + 1], sl.m = tiles[3 * s + 2];
-  return !(sl.ex < 0 || (unsigned)sl.ex >= e || sl.p < 0 || sl.m <= 0 || sl.m > (int)SLOT ||
-           (uint64_t)sl.p + (uint64_t)sl.m > r);
-}
+/* The launch's dynamic shared memory (moe.cu's moe_ring), its base rounded up to 1024 bytes
+ * (the rows ask 1 KiB more). */
+__device__ __forceinline__ uint32_t ring_base() { return (sm90::smem_u32(moe_ring) + 1023u) & ~1023u; }
 
 /* The block's work: rows of slot x (and x + 1 when it is the same expert's next slot) by
  * columns n0 .. n0 + 255 of expert ex. */
@@ -163,7 +135,7 @@ __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, ui
       } else if (pr.n0 + (rr - BM) < pr.N) {
         src = we + (size_t)(pr.n0 + (rr - BM)) * pr.K;
       }
-      st_shared16(at + (rr < BM ? swz64(rr, c) : A_BYTES + swz64(rr - BM, c)), chunk_elems(src, pr.K, k));
+      chunk_in(at + (rr < BM ? swz64(rr, c) : A_BYTES + swz64(rr - BM, c)), src, src != nullptr, pr.K, k, false);
     }
     fence_proxy_async();
     mbar_arrive(&full[s]);

@@ -40,6 +40,16 @@ __device__ __forceinline__ uint64_t desc_plain(uint32_t addr, uint32_t lbo, uint
   return (uint64_t)((addr & 0x3FFFFu) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
 }
 
+/* The registers of the calling warpgroup's threads, given back (dec) or taken (inc) from the
+ * block's pool: a warp-specialised kernel's producer keeps few, its consumers' accumulators
+ * take the rest.  The whole warpgroup executes it. */
+template <unsigned R> __device__ __forceinline__ void regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <unsigned R> __device__ __forceinline__ void regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
 /* Descriptor of a K-major 16-bit tile of 64-byte rows (32 elements of k) whose 16-byte chunks
  * are XOR-permuted exactly as the hardware's 64-byte swizzle (sm80::swz64; tile base 512-byte
  * aligned), 8-row groups 512 bytes apart (the leading offset is unused for swizzled K-major).

@@ -700,7 +700,8 @@ const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, u
   const int gu = moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e),
             dn = moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e);
   if (gu && dn)
-    return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted_ws (two 64-row slots an expert by 256 columns, TMA + wgmma)";
+    return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted_ws "
+           "(two 64-row slots an expert by 256 columns, TMA + wgmma)";
   if (gu) return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted (64-row tiles an expert)";
   if (dn) return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted_ws (64-row tiles an expert)";
   return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted (64-row tiles an expert)";
