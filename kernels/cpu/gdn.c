@@ -217,12 +217,11 @@ metrale_status cpu_k_delta_rule_prefill(const gpu_arg *args) {
 }
 
 /* The chunked kernel's contract is the sequential op split over two launches; the cpu
- * does all of it in phase 1 and needs no workspace.  Phase 2 (delta_rule_prefill_chunked_f16's
- * phase 1 in runs of chunks, the same op here) is phase 1 again. */
+ * does all of it in phase 1 and needs no workspace. */
 metrale_status cpu_k_delta_rule_prefill_chunked(const gpu_arg *args) {
   uint32_t phase = cpu_arg_u(args, 13);
-  if (phase > 2)
-    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked: phase %u (0, 1 or 2)", phase);
+  if (phase > 1)
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked: phase %u (0 or 1)", phase);
   METRALE_RETURN_IF_ERROR(
       check_heads("delta_rule_prefill_chunked", cpu_arg_u(args, 9), cpu_arg_u(args, 10)));
   if (phase == 0) return METRALE_OK;

@@ -73,8 +73,7 @@ constexpr unsigned kLdS = 136; /* row stride of phase 0's staged K and Q (8-byte
  *   Qs    [64 tokens, 128 dk]: likewise at kRecQ
  *   Kd^T  [128 dk, 64 tokens]: tiles (m = dk/16, k = token/16), nm = 8, at kRecK
  *   M     [64, 64]: tiles (m, k), nm = 4, at kRecM (zero above the diagonal)
- *   U     f32 [64 tokens, 128 value columns] at kRecU; e^(G_L) f32 at kRecG; in fp16
- *         records four f32 at kRecLam summing to the chunk's growth bound (log2).
+ *   U     f32 [64 tokens, 128 value columns] at kRecU; e^(G_L) f32 at kRecG.
  * The record is a whole number of 128-byte lines.
  * Rows past the chunk's L tokens and columns past dk are zero, Kd^T's rows past dk too;
  * Qs' tiles wholly past dk are not written, nor -W's past its K slabs (the 64-column
@@ -83,9 +82,6 @@ constexpr size_t kTile = 256;
 constexpr size_t kRecW = 0, kRecQ = kRecW + 32 * kTile, kRecK = kRecQ + 32 * kTile;
 constexpr size_t kRecM = kRecK + 32 * kTile, kRecU = kRecM + 16 * kTile;
 constexpr size_t kRecG = kRecU + (size_t)kCh * kDv, kRec = kRecG + 32; /* 128-byte lines */
-/* fp16 records only: four words whose sum bounds the chunk's growth, log2 of the operator
- * norm of the product of its tokens' transitions e^(g_t) (I - beta_t k_t k_t^T) (seg_plan) */
-constexpr size_t kRecLam = kRecG + 1;
 static_assert(kRec * 4 == 147584, "kernels.def states the record size");
 
 /* Phase 1 with NT 8-column tiles of value columns per block (2 or 4): S and D as packed
@@ -149,10 +145,6 @@ __device__ __forceinline__ float2 ld2(const float *p) {
 }
 __device__ __forceinline__ float2 ld2_if(bool ok, const float *p) {
   return ok ? ld2(p) : make_float2(0.0f, 0.0f);
-}
-/* the same from L2 (data that blocks of this launch wrote) */
-__device__ __forceinline__ float2 ld2_cg_if(bool ok, const float *p) {
-  return ok ? __ldcg(reinterpret_cast<const float2 *>(p)) : make_float2(0.0f, 0.0f);
 }
 
 /* First workspace chunk of sequence s: min(cu[s], floor((cu[s] + 63 s) / 64)).  Both terms
@@ -570,24 +562,6 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 
   sm80::cp_wait<0>();
   __syncthreads();
-  if constexpr (F16) { /* the chunk's growth bound, for phase 1's segments (seg_plan) */
-    /* token r = tid / 2, one half of its k row a thread: |k_r|^2 */
-    const unsigned r = l.tid >> 1, c0 = (l.tid & 1u) * 64u;
-    float n = 0.0f;
-#pragma unroll 4
-    for (unsigned c = c0; c < c0 + 64u; c += 4)
-      if (c < p.dk) {
-        const float4 v = *reinterpret_cast<const float4 *>(Ks + r * kLdS + c);
-        n = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, n))));
-      }
-    n += __shfl_xor_sync(0xffffffffu, n, 1);
-    /* log2 of the norm of I - beta k k^T (eigenvalues 1 and 1 - beta |k|^2) */
-    float lam = (l.tid & 1u) == 0 && r < L ? log2f(fmaxf(1.0f, fabsf(1.0f - bs[r] * n))) : 0.0f;
-#pragma unroll
-    for (unsigned o = 16; o > 0; o >>= 1) lam += __shfl_xor_sync(0xffffffffu, lam, o);
-    if (lane == 0) /* warp w's tokens; warp 0 adds the decay G_L (log2), the record's e^(G_L) */
-      rec[kRecLam + l.w] = __float_as_uint(l.w == 0 ? lam + gs[kCh - 1] : lam);
-  }
   const unsigned nkb = (p.dk + 15) / 16; /* Qs' dk tiles */
   {
     /* Qs = Q e^G and Kd^T = (K e^(G_L - G))^T from the staged rows (zero past L tokens;
@@ -833,7 +807,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 /* ---- phase 1: the chunks of one sequence in order ---------------------------------- */
 
 /* A block's share of phase 1 (both phase-1 kernels): blocks take (sequence, value head,
- * BV value columns) in that order (part: the block's index in that order). */
+ * BV value columns) in that order. */
 struct scan_part {
   unsigned nvs, h, cb, c0; /* column blocks a head, value head, column block, first column */
   unsigned seq;            /* the sequence */
@@ -844,9 +818,9 @@ struct scan_part {
  * state stays as it was). */
 template <unsigned BV>
 __device__ __forceinline__ bool scan_part_of(scan_part &b, float *state, const int *cu,
-                                             const int *slots, const shape &p, unsigned part = blockIdx.x) {
+                                             const int *slots, const shape &p) {
   b.nvs = (p.dv + BV - 1) / BV;
-  const unsigned seq = part / (p.nv * b.nvs), rem = part % (p.nv * b.nvs);
+  const unsigned seq = blockIdx.x / (p.nv * b.nvs), rem = blockIdx.x % (p.nv * b.nvs);
   b.seq = seq;
   b.h = rem / b.nvs;
   b.cb = rem % b.nvs;
@@ -880,7 +854,7 @@ __device__ __forceinline__ void prefetch_record(const uint32_t *r, unsigned tid,
 /* A lane's part of 16 rows x NT 8-column tiles in the mma accumulator layout: at(nt, e),
  * e = 2 hf + j, is row r + 8 hf (r: the lane's first row), column 8 nt + 2 t + j of the
  * block's columns.  ntv: which column tiles exist. */
-template <unsigned NT, typename At, bool CG = false>
+template <unsigned NT, typename At>
 __device__ __forceinline__ void load_state_rows(At at, const float *Sg, const shape &p, unsigned r,
                                                 unsigned t, const bool (&ntv)[NT]) {
 #pragma unroll
@@ -888,9 +862,7 @@ __device__ __forceinline__ void load_state_rows(At at, const float *Sg, const sh
 #pragma unroll
     for (unsigned hf = 0; hf < 2; hf++) {
       const unsigned m = r + 8 * hf;
-      const bool ok = Sg && m < p.dk && ntv[nt];
-      const float *a = Sg + (size_t)m * p.dv + 8 * nt + 2 * t;
-      const float2 v = CG ? ld2_cg_if(ok, a) : ld2_if(ok, a);
+      const float2 v = ld2_if(Sg && m < p.dk && ntv[nt], Sg + (size_t)m * p.dv + 8 * nt + 2 * t);
       at(nt, 2 * hf) = v.x;
       at(nt, 2 * hf + 1) = v.y;
     }
@@ -1132,7 +1104,6 @@ __device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qk
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "gdn_chunked_wg.cuh"
-#include "gdn_chunked_seg.cuh"
 #include "gdn_chunked_wg16.cuh"
 #endif
 }  // namespace
@@ -1205,8 +1176,8 @@ delta_rule_prefill_chunked_f16(bf16 *o, const float *qkv, const float *g, const 
   if (!shape_of(p, ws, s, nk, nv, dk, dv)) return;
   if (phase == 0)
     prep_chunk<true>(reinterpret_cast<float *>(smem_f16), qkv, g, beta, cu_seqlens, ws, p);
-  else
-    scan_phases_wg16(smem_f16, o, state, cu_seqlens, slots, ws, p, phase);
+  else if (phase == 1 && gridDim.x == s * nv * ((dv + 31) / 32))
+    scan_chunks_wg16(smem_f16, o, state, cu_seqlens, slots, ws, p);
 }
 MK_CHECK(delta_rule_prefill_chunked_f16, gdn_chunked);
 #endif

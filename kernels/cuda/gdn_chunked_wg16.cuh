@@ -29,23 +29,13 @@ struct layout { /* bytes of dynamic shared memory */
   static constexpr unsigned RM = kPlane * 2;     /* M's plane (8 KiB) */
   static constexpr unsigned KC = kNT * 128;      /* an 8-row k chunk of S's or D's plane */
   static constexpr unsigned W = 0, Q = W + RP, K = Q + RP, M = K + RP, S = M + RM;
-  static constexpr unsigned D = S + kDk / 8 * KC, RED = D + kCh / 8 * KC, BAR = RED + 16, TAIL = BAR + 16,
-                            end = TAIL + 32; /* the warps' maxima, 2 mbarriers, the block's tail */
+  static constexpr unsigned D = S + kDk / 8 * KC, RED = D + kCh / 8 * KC, BAR = RED + 16,
+                            end = BAR + 16; /* the warps' maxima, 2 mbarriers */
 };
 static_assert(layout::end <= kSmem * 4, "phase 1 fits in phase 0's shared memory");
 static_assert(kRecQ == kRecW + 2 * kPlane && kRecK == kRecQ + 2 * kPlane && kRecM == kRecK + 2 * kPlane,
               "the hi planes of the record's regions");
 using SS = sm90::wgmma_ss_f16<kBV>;
-/* What the block does after its last chunk, kept in shared memory (in registers through the
- * chunk loop it took the kernel past its register budget): where the state goes (null:
- * nowhere), the flag to raise after it and the flag to wait for before it (null: none); at
- * first phase 2's ticket. */
-struct tail {
-  float *sout;
-  unsigned *raise, *await;
-  unsigned ticket;
-};
-static_assert(sizeof(tail) <= 32, "layout::TAIL");
 /* A descriptor's start address is its low 14 bits in 16-byte units (sm90::desc_plain), and
  * every operand here lies below 2^18 bytes: a k tile on is a constant added to it.  A: the
  * four row tiles of one k tile (kTileBlock bytes); B: two k chunks of a plane. */
@@ -119,59 +109,17 @@ __device__ __forceinline__ int rescale_by(float mx, int e, int lo) {
 }
 }  // namespace f16
 
-/* nseg 1: phase 1, a block a part, all its chunks; nseg > 1: phase 2, a block a segment of a
- * part (gdn_chunked_seg.cuh) */
 __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, float *state, const int *cu,
-                                                 const int *slots, const float *wsf, const shape &p,
-                                                 unsigned nseg) {
+                                                 const int *slots, const float *wsf, const shape &p) {
   using Y = f16::layout;
   using f16::kNA;
   using f16::kNT;
   using f16::SS;
+  scan_part b;
+  if (!scan_part_of<f16::kBV>(b, state, cu, slots, p)) return;
+  const unsigned h = b.h, c0 = b.c0;
   const lane_ids l = lanes();
   const unsigned lane = l.tid & 31;
-  f16::tail *tl = reinterpret_cast<f16::tail *>(smem + Y::TAIL);
-  scan_part b;
-  seg::plan q;
-  q.nseg = nseg;
-  q.parts = gridDim.x / nseg;
-  q.seg = 0;
-  q.part = blockIdx.x;
-  if (nseg > 1) {
-    const size_t recs = first_chunk(cu, p.s) * p.nv * kRec; /* NC records */
-    q.ctl = const_cast<unsigned *>(reinterpret_cast<const unsigned *>(wsf)) + recs;
-    q.pub = const_cast<float *>(wsf) + recs + seg::ctl_words(nseg, q.parts);
-    const unsigned t = seg::take_ticket(q.ctl, &tl->ticket, l.tid);
-    q.seg = t / q.parts; /* segments in order: a block waits only for lower tickets */
-    q.part = t % q.parts;
-  }
-  if (!scan_part_of<f16::kBV>(b, state, cu, slots, p, q.part)) return;
-  const unsigned h = b.h, c0 = b.c0;
-  const size_t rstep = (size_t)p.nv * kRec; /* one chunk on in the workspace */
-  const uint32_t *rec = first_record(b, cu, wsf, p);
-  if (nseg == 1) {
-    q.cw = q.c0 = 0;
-    q.c1 = q.nch = chunks_of(b);
-    q.wait = false;
-  } else if (!seg::plan_of(q, chunks_of(b), rec, rstep)) {
-    return; /* no chunks (a sequence shorter than its segments): nobody waits for it */
-  }
-  const bool first = q.c0 == 0, last = q.c1 == q.nch;
-  /* where the state at chunk cw comes from: the slot, zero (warm-up), the segment before */
-  const float *Sin = first ? b.Sg : nullptr;
-  if (q.wait) {
-    seg::wait_flag(seg::done_flag(q, q.pred), l.tid);
-    Sin = seg::published(q, q.pred, b.seq, h, p) + c0;
-  }
-  if (l.tid == 0) { /* the state at c1: the slot's (after the first segment has read it), or published */
-    tl->sout = last ? b.Sg : seg::published(q, q.seg, b.seq, h, p) + c0;
-    tl->raise = last ? nullptr : seg::done_flag(q, q.seg);
-    tl->await = nseg > 1 && last && !first && b.Sg ? seg::read_flag(q) : nullptr;
-  }
-  const bool tell_read = nseg > 1 && first && !last && b.Sg;
-  rec += q.cw * rstep;
-  const unsigned cw = (unsigned)q.cw, c1 = (unsigned)q.c1; /* chunks a part < 2^32 (tokens) */
-  unsigned warm = (unsigned)(q.c0 - q.cw);                 /* chunks left before o is written */
   const unsigned nkb = (p.dk + 15) / 16;
   const bool half1 = p.dk > 64; /* S rows 64.. exist */
   bool ntv[kNT];
@@ -180,7 +128,9 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
   const uint32_t s0 = sm90::smem_u32(smem);
   float *red = reinterpret_cast<float *>(smem + Y::RED);
   uint64_t *bar = reinterpret_cast<uint64_t *>(smem + Y::BAR); /* (-W, Qs); (Kd^T, M) */
-  const size_t ts = (size_t)b.ts, te = (size_t)b.te;
+  const size_t nch = chunks_of(b), ts = (size_t)b.ts, te = (size_t)b.te;
+  const uint32_t *rec = first_record(b, cu, wsf, p);
+  const size_t rstep = (size_t)p.nv * kRec; /* one chunk on in the workspace */
   if (l.tid == 0) {
     for (unsigned i = 0; i < 2; i++) sm90::mbar_init_count(&bar[i], 2u); /* two copies a phase */
     sm90::mbar_init_fence();
@@ -193,15 +143,10 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
   /* Warp w holds S rows 16w.. (half 0) and 64 + 16w.. (half 1) x the block's columns */
   float sacc[2][kNA];
 #pragma unroll
-  for (unsigned hh = 0; hh < 2; hh++) {
-    auto at = [&](unsigned nt, unsigned e) -> float & { return sacc[hh][4 * nt + e]; };
-    if (q.wait) /* written during this launch: from L2 */
-      load_state_rows<kNT, decltype(at), true>(at, Sin, p, 64 * hh + 16 * l.w + l.g, l.t, ntv);
-    else
-      load_state_rows<kNT>(at, Sin, p, 64 * hh + 16 * l.w + l.g, l.t, ntv);
-  }
+  for (unsigned hh = 0; hh < 2; hh++)
+    load_state_rows<kNT>([&](unsigned nt, unsigned e) -> float & { return sacc[hh][4 * nt + e]; }, b.Sg, p,
+                         64 * hh + 16 * l.w + l.g, l.t, ntv);
   const unsigned ra = 16 * l.w + l.g; /* this lane's token rows of D and O: ra, ra + 8 */
-  const uint32_t pS = s0 + Y::S, pD = s0 + Y::D; /* S's and D's planes */
   float ad[kNA], ao[kNA], un[kNA];
   load_u_rows<kNT>([&](unsigned nt, unsigned e) -> float & { return un[4 * nt + e]; }, rec, c0, ra, l.t, ntv);
   /* the block's exponent: S and U as they are, then into range */
@@ -214,26 +159,25 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
 #pragma unroll
       for (unsigned i = 0; i < kNA; i++) sacc[hh][i] *= f;
   }
-  f16::put_plane(pS, 2 * l.w, sacc[0], 1.0f, lane);
-  f16::put_plane(pS, 8 + 2 * l.w, sacc[1], 1.0f, lane);
+  f16::put_plane(s0 + Y::S, 2 * l.w, sacc[0], 1.0f, lane);
+  f16::put_plane(s0 + Y::S, 8 + 2 * l.w, sacc[1], 1.0f, lane);
   sm90::fence_proxy_async();
   __syncthreads(); /* the barriers are initialised, S is in its plane */
-  if (tell_read && l.tid == 0) seg::st_release(seg::read_flag(q), 1u); /* the slot's state is read */
 
   const f16::pf_range pf = f16::prefetch_range(l.tid, b);
   /* descriptors of the operands' first k tiles (a k tile on: + kStepA / kStepB) */
   const uint64_t dW = sm90::desc_plain(s0 + Y::W, 128, 256), dQ = sm90::desc_plain(s0 + Y::Q, 128, 256);
   const uint64_t dK = sm90::desc_plain(s0 + Y::K, 128, 256), dM = sm90::desc_plain(s0 + Y::M, 128, 256);
-  const uint64_t dS = sm90::desc_plain(pS, Y::KC, 128), dD = sm90::desc_plain(pD, Y::KC, 128);
+  const uint64_t dS = sm90::desc_plain(s0 + Y::S, Y::KC, 128), dD = sm90::desc_plain(s0 + Y::D, Y::KC, 128);
   float gL_next = __uint_as_float(__ldg(rec + kRecG)), fs = 1.0f;
 #pragma unroll 1
-  for (unsigned ci = cw; ci < c1; ci++) {
-    const size_t t0 = ts + (size_t)ci * kCh;
+  for (size_t ci = 0; ci < nch; ci++) {
+    const size_t t0 = ts + ci * kCh;
     const unsigned L = te - t0 < kCh ? (unsigned)(te - t0) : kCh;
-    const bool more = ci + 1 < c1;
+    const bool more = ci + 1 < nch;
     const uint32_t *nrec = rec + rstep;
-    const uint32_t par = (ci - cw) & 1u;
-    if (pf.on && ci + 2 < c1) sm90::bulk_prefetch_l2(nrec + rstep + pf.off, pf.bytes); /* the one after next */
+    const uint32_t par = (uint32_t)ci & 1u;
+    if (pf.on && ci + 2 < nch) sm90::bulk_prefetch_l2(nrec + rstep + pf.off, pf.bytes); /* the one after next */
     const float gL = gL_next * fs; /* the decay, and the rescale S's plane already has */
     fs = 1.0f;
     if (more) gL_next = __uint_as_float(__ldg(nrec + kRecG));
@@ -271,7 +215,7 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     sm90::pin(ao);
 
     /* c. D into its plane; a D past 2^15 scales the block down first */
-    f16::put_plane(pD, 2 * l.w, ad, 1.0f, lane);
+    f16::put_plane(s0 + Y::D, 2 * l.w, ad, 1.0f, lane);
     sm90::fence_proxy_async();
     if (__syncthreads_or(f16::amax(0.0f, ad) >= 32768.0f)) {
       const int d = f16::rescale_by(f16::block_max(f16::amax(0.0f, ad), red, l), e, 5);
@@ -279,7 +223,7 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
       e += d;
 #pragma unroll
       for (unsigned i = 0; i < kNA; i++) ad[i] *= f, ao[i] *= f, sacc[0][i] *= f, sacc[1][i] *= f;
-      f16::put_plane(pD, 2 * l.w, ad, 1.0f, lane);
+      f16::put_plane(s0 + Y::D, 2 * l.w, ad, 1.0f, lane);
       sm90::fence_proxy_async();
       __syncthreads();
     }
@@ -325,19 +269,16 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     const float fi = f16::exp2i(-e);
 #pragma unroll
     for (unsigned i = 0; i < kNA; i++) ao[i] *= fi;
-    if (warm == 0)
-      store_o_rows<kNT>([&](unsigned nt, unsigned e2) -> float & { return ao[4 * nt + e2]; }, o, p, h, c0, t0, L,
-                        ra, l.t, ntv);
-    else
-      warm--; /* a warm-up chunk: no o */
+    store_o_rows<kNT>([&](unsigned nt, unsigned e2) -> float & { return ao[4 * nt + e2]; }, o, p, h, c0, t0, L,
+                      ra, l.t, ntv);
     if (more) {
       /* S alone: the next U is not waited for here (its loads are in flight until the next
        * step begins); a U far above S shows as a D past 2^15 at step c, which rescales */
       const int d = f16::rescale_by(f16::block_max(f16::amax(f16::amax(0.0f, sacc[0]), sacc[1]), red, l), e, 5);
       fs = f16::exp2i(d); /* S's accumulators take it with the next step's decay */
       e += d;
-      f16::put_plane(pS, 2 * l.w, sacc[0], fs, lane);
-      if (half1) f16::put_plane(pS, 8 + 2 * l.w, sacc[1], fs, lane);
+      f16::put_plane(s0 + Y::S, 2 * l.w, sacc[0], fs, lane);
+      if (half1) f16::put_plane(s0 + Y::S, 8 + 2 * l.w, sacc[1], fs, lane);
       sm90::fence_proxy_async();
       __syncthreads(); /* every MMA of this chunk is done: (Kd^T, M) of the next */
       if (l.tid == 0) {
@@ -349,31 +290,14 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
     rec = nrec;
   }
 
-  float *Sout = tl->sout;
-  if (const unsigned *aw = tl->await) seg::wait_flag(aw, l.tid);
-  if (Sout) {
+  if (b.Sg) {
     const float fi = f16::exp2i(-e);
 #pragma unroll
     for (unsigned hh = 0; hh < 2; hh++) {
 #pragma unroll
       for (unsigned i = 0; i < kNA; i++) sacc[hh][i] *= fi;
-      store_state_rows<kNT>([&](unsigned nt, unsigned e2) -> float & { return sacc[hh][4 * nt + e2]; }, Sout, p,
+      store_state_rows<kNT>([&](unsigned nt, unsigned e2) -> float & { return sacc[hh][4 * nt + e2]; }, b.Sg, p,
                             64 * hh + 16 * l.w + l.g, l.t, ntv);
     }
-  }
-  if (unsigned *ra2 = tl->raise) seg::raise_flag(ra2, l.tid);
-}
-
-/* Phases 1 and 2 of delta_rule_prefill_chunked_f16, told apart by phase and the grid: phase 1
- * a block a part, phase 2 NSEG blocks a part. */
-__device__ __forceinline__ void scan_phases_wg16(unsigned char *smem, bf16 *o, float *state, const int *cu,
-                                                 const int *slots, const float *wsf, const shape &p,
-                                                 unsigned phase) {
-  const unsigned parts = p.s * p.nv * ((p.dv + f16::kBV - 1) / f16::kBV);
-  if (phase == 1 && gridDim.x == parts) {
-    scan_chunks_wg16(smem, o, state, cu, slots, wsf, p, 1);
-  } else if (phase == 2 && gridDim.x % parts == 0) {
-    const unsigned nseg = gridDim.x / parts;
-    if (nseg >= 2 && nseg <= seg::kMax) scan_chunks_wg16(smem, o, state, cu, slots, wsf, p, nseg);
   }
 }

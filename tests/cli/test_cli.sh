@@ -81,6 +81,10 @@ expect_refusal layer_negative run --backend cpu --layer -1 --output "$tmp/out.st
 expect_refusal bad_mode "${run[@]}" --model "$model" --input "$good_in" --mode sideways
 expect_refusal bad_split "${run[@]}" --model "$model" --input "$good_in" --mode split:x
 expect_refusal bad_part "${run[@]}" --model "$model" --input "$good_in" --part ffn
+expect_success bench_core_slow bench --backend cpu --core --gates slow --prefill 128 --samples 1 --warmup 0 --json
+grep -q '"gates": "slow"' "$tmp/stdout" && ok || bad "bench --core --gates slow did not say so: $(cat "$tmp/stdout")"
+expect_refusal bench_gates_unknown bench --backend cpu --core --gates sometimes --prefill 128
+expect_refusal bench_gates_without_core bench --backend cpu --gates slow --decode 1 --prefill 8
 expect_refusal bench_model_missing bench --backend cpu --model "$tmp/nope" --decode 1 --prefill 8
 expect_refusal bench_layer_without_model bench --backend cpu --layer 1
 expect_refusal bench_layer_out_of_range bench --backend cpu --model "$model" --layer 9 --decode 1 --prefill 8

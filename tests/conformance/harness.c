@@ -73,10 +73,7 @@ void cf_launch_init(cf_launch *l, metrale_kernel_id id, gpu_dim3 grid) {
   memset(l, 0, sizeof *l);
   l->id = id;
   l->grid = grid;
-  for (size_t p = 0; p < sizeof l->phase_id / sizeof l->phase_id[0]; p++) {
-    l->phase_id[p] = id;
-    l->phase_val[p] = (uint32_t)p;
-  }
+  for (size_t p = 0; p < sizeof l->phase_id / sizeof l->phase_id[0]; p++) l->phase_id[p] = id;
 }
 
 int cf_buf_add(cf_launch *l, const char *name, cf_type type, cf_dir dir, size_t count,
@@ -134,7 +131,7 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
     size_t bytes = b->count * type_size(b->type);
     results[i] = cf_alloc(bytes ? bytes : 1, 1);
     CF_CHECK_STATUS(ctx, mt_buffer_alloc(be, bytes, b->guard, &bufs[i]), label);
-    if (b->dir == CF_OUT || (b->dir == CF_SCRATCH && !b->init)) {
+    if (b->dir == CF_OUT || b->dir == CF_SCRATCH) {
       memset(results[i], 0xff, bytes); /* NaN in bf16/f32, -1 in i32: unwritten shows */
       CF_CHECK_STATUS(ctx, mt_upload(be, &bufs[i], results[i]), label);
     } else {
@@ -155,7 +152,7 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
       gpu_kernel k = kernel;
       if (l->nphase) {
         grid = l->phase_grid[p];
-        args[l->phase_arg] = gpu_arg_u32(l->phase_val[p]);
+        args[l->phase_arg] = gpu_arg_u32(p);
         if (l->phase_id[p] != l->id) { /* the other kernel of a pair, looked up here */
           id = l->phase_id[p];
           k = metrale_try_kernel(dev, id);

@@ -19,8 +19,8 @@
 #define CF_MAX_BUF 12
 
 typedef enum cf_type { CF_BF16 = 1, CF_F32, CF_I32 } cf_type;
-/* CF_SCRATCH: device scratch a launch may use freely (starts as all 0xff bytes, or as the
- * buffer's init where given; its contents are never compared). */
+/* CF_SCRATCH: device scratch a launch may use freely (starts as all 0xff bytes, its
+ * contents are never compared). */
 typedef enum cf_dir { CF_IN = 1, CF_OUT, CF_INOUT, CF_SCRATCH } cf_dir;
 
 typedef struct cf_ctx {
@@ -52,12 +52,10 @@ typedef struct cf_launch {
   gpu_arg arg[METRALE_MAX_KERNEL_ARGS];
   /* A kernel whose op is several launches in order (a phase argument): with nphase > 0,
    * cf_run launches it nphase times, launch p with phase_grid[p] and scalar argument
-   * phase_arg set to phase_val[p] (cf_launch_init: p), before anything is checked; launch p
-   * runs kernel phase_id[p] (cf_launch_init sets them all to id; a kernel whose phases pair
-   * with another's). */
+   * phase_arg set to p, before anything is checked; launch p runs kernel phase_id[p]
+   * (cf_launch_init sets them all to id; a kernel whose phases pair with another's). */
   uint32_t nphase, phase_arg;
   gpu_dim3 phase_grid[4];
-  uint32_t phase_val[4];
   metrale_kernel_id phase_id[4];
 } cf_launch;
 

@@ -105,36 +105,6 @@ static void ref_sequence(double *o_ref, double *state_ref, const float *qkv, con
 static float v_range = 1.0f;
 static uint32_t v_from = 0;
 
-/* delta_rule_prefill_chunked_f16's phase 2 (kernels.def): phase 1 in seg_n runs of chunks
- * (0: phase 1), with gates of kind seg_gates:
- *   GATES_FAST    fill_gates' (2^-64 is reached within two chunks: runs start by a warm-up);
- *   GATES_SLOW    g in [-1e-3, -1e-4] (no warm-up reaches 2^-64: runs wait for the one before);
- *   GATES_CLIFF   slow, but g = -50 at token seg_cliff (a warm-up from its chunk only; one
- *                 chunk later and the dropped state would be far from negligible);
- *   GATES_LONG_K  g = -0.5 and beta = 0.98 everywhere, k times 1.63 (|k|^2 = 2.65): the gates
- *                 alone would allow a warm-up of two chunks, but along k each token keeps
- *                 0.97 of the state, so only the bound with beta |k|^2 makes the run wait. */
-enum { GATES_FAST, GATES_SLOW, GATES_CLIFF, GATES_LONG_K };
-static uint32_t seg_n = 0, seg_cliff = 0;
-static int seg_gates = GATES_FAST;
-
-static void fill_seg_gates(mt_rng *rng, float *qkv, float *g, float *beta, uint32_t t, const heads *h) {
-  const size_t nv = h->nv, c = conv_dim(h);
-  if (seg_gates == GATES_LONG_K)
-    for (uint32_t tok = 0; tok < t; tok++)
-      for (size_t j = (size_t)h->nk * h->dk; j < 2 * (size_t)h->nk * h->dk; j++) qkv[tok * c + j] *= 1.629f;
-  for (size_t i = 0; i < (size_t)t * nv; i++) {
-    if (seg_gates == GATES_LONG_K) {
-      g[i] = -0.5f;
-      beta[i] = 0.98f;
-    } else if (seg_gates != GATES_FAST) {
-      g[i] = (float)-exp(mt_uniform(rng, log(1e-4), log(1e-3)));
-    }
-  }
-  if (seg_gates == GATES_CLIFF && seg_cliff < t)
-    for (size_t v = 0; v < nv; v++) g[(size_t)seg_cliff * nv + v] = -50.0f;
-}
-
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
  * taking `chunked` (16 or 32) value columns each. */
@@ -151,7 +121,6 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
   fill_qkv(&ctx->rng, qkv, t, h);
   fill_gates(&ctx->rng, g, beta, ng);
-  if (seg_n) fill_seg_gates(&ctx->rng, qkv, g, beta, t, h);
   mt_fill_f32(&ctx->rng, state, ns, -0.5, 0.5);
   if (v_range != 1.0f) { /* v from token v_from on, and the state unless v_from, times v_range */
     for (uint32_t tok = v_from; tok < t; tok++)
@@ -180,24 +149,14 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   int bcu = prefill ? cf_buf_add(&l, "cu_seqlens", CF_I32, CF_IN, nseq + 1, cu, 0) : -1;
   int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, nseq, slots, 0);
   int bws = -1;
-  float *ws0 = NULL;
   if (chunked) {
     uint64_t nc = ((uint64_t)t + (CHUNK - 1) * (uint64_t)nseq) / CHUNK;
     if (nc > t) nc = t;
-    const uint32_t parts = nseq * h->nv * ((h->dv + chunked - 1) / chunked);
-    if (seg_n) { /* kernels.def: phase 2's control words (zero) and published states after the records */
-      const size_t ctl = (32 + (seg_n + 1) * (size_t)parts + 31) / 32 * 32;
-      const size_t n = nc * h->nv * CHUNK_REC_FLOATS + ctl + (size_t)seg_n * nseq * per;
-      ws0 = cf_alloc(n, sizeof(float));
-      bws = cf_buf_add(&l, "ws", CF_F32, CF_SCRATCH, n, ws0, 0);
-      l.phase_val[1] = 2;
-    } else {
-      bws = cf_buf_add(&l, "ws", CF_F32, CF_SCRATCH, nc * h->nv * CHUNK_REC_FLOATS, NULL, 0);
-    }
+    bws = cf_buf_add(&l, "ws", CF_F32, CF_SCRATCH, nc * h->nv * CHUNK_REC_FLOATS, NULL, 0);
     l.nphase = 2;
     l.phase_arg = 13;
     l.phase_grid[0] = (gpu_dim3){(uint32_t)nc * h->nv, 1, 1};
-    l.phase_grid[1] = (gpu_dim3){parts * (seg_n ? seg_n : 1), 1, 1};
+    l.phase_grid[1] = (gpu_dim3){nseq * h->nv * ((h->dv + chunked - 1) / chunked), 1, 1};
     l.phase_id[1] = id1;
   }
   cf_arg_buf(&l, bo);
@@ -220,7 +179,7 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
                    tol_state);
   }
   cf_launch_free(&l);
-  free(qkv), free(g), free(beta), free(state), free(slots), free(o_ref), free(state_ref), free(ws0);
+  free(qkv), free(g), free(beta), free(state), free(slots), free(o_ref), free(state_ref);
 }
 
 static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq, const int32_t *cu,
@@ -288,7 +247,7 @@ Test(gdn, delta_rule_prefill) {
  * delta_rule_prefill_chunked_prep (more blocks per multiprocessor) and
  * delta_rule_prefill_chunked_wg (phase 1 on warpgroup MMAs, 32 value columns a block only).
  * Phase 0 by id, phase 1 by id1, with cols_min..32 value columns per phase-1 block. */
-static void chunked_cases_cols(metrale_kernel_id id, metrale_kernel_id id1, uint32_t cols_min, uint32_t cols_max) {
+static void chunked_cases_cols(metrale_kernel_id id, metrale_kernel_id id1, uint32_t cols_min) {
   CF_BEGIN(ctx, kern, id);
   static const int32_t lens_a[] = {0, 1, 63, 64, 65, 200}, lens_b[] = {130}, lens_c[] = {1, 2, 1},
                        lens_d[] = {128, 0, 191};
@@ -298,7 +257,7 @@ static void chunked_cases_cols(metrale_kernel_id id, metrale_kernel_id id1, uint
   } cases[] = {{lens_a, 6}, {lens_b, 1}, {lens_c, 3}, {lens_d, 3}};
   for (size_t hi = 0; hi < NHEADS; hi++)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-      for (uint32_t cols = cols_min; cols <= cols_max; cols += 16) { /* kernels.def: columns per block */
+      for (uint32_t cols = cols_min; cols <= 32; cols += 16) { /* kernels.def: columns per block */
         const heads *h = &head_shapes[hi];
         int32_t cu[8] = {0};
         for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
@@ -309,7 +268,7 @@ static void chunked_cases_cols(metrale_kernel_id id, metrale_kernel_id id1, uint
   cf_close(&ctx);
 }
 
-static void chunked_cases(metrale_kernel_id id, metrale_kernel_id id1) { chunked_cases_cols(id, id1, 16, 32); }
+static void chunked_cases(metrale_kernel_id id, metrale_kernel_id id1) { chunked_cases_cols(id, id1, 16); }
 
 Test(gdn, delta_rule_prefill_chunked) {
   chunked_cases(METRALE_K_delta_rule_prefill_chunked, METRALE_K_delta_rule_prefill_chunked);
@@ -325,8 +284,8 @@ Test(gdn, delta_rule_prefill_chunked_prep) {
 /* both phases by the _wg build, and the _prep build's phase 0 before its phase 1 (the pair
  * the ops launch) */
 Test(gdn, delta_rule_prefill_chunked_wg) {
-  chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_wg, METRALE_K_delta_rule_prefill_chunked_wg, 32, 32);
-  chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_prep, METRALE_K_delta_rule_prefill_chunked_wg, 32, 32);
+  chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_wg, METRALE_K_delta_rule_prefill_chunked_wg, 32);
+  chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_prep, METRALE_K_delta_rule_prefill_chunked_wg, 32);
 }
 
 /* the fp16 build: its own phases only (its records are its own), 32 value columns a block;
@@ -334,7 +293,7 @@ Test(gdn, delta_rule_prefill_chunked_wg) {
  * them), at 2^-20 (v below half's normal range: ~6% rounding unless scaled), and v jumping
  * to 2^15 times itself at token 100 (D past 65504 unless the block rescales within a chunk
  * step: the states, chosen before that chunk's U is seen, are near 1) */
-static void f16_range_cases(metrale_kernel_id id, metrale_kernel_id id1, uint32_t cols) {
+Test(gdn, delta_rule_prefill_chunked_f16) {
   static const struct {
     float range;
     uint32_t from;
@@ -342,54 +301,8 @@ static void f16_range_cases(metrale_kernel_id id, metrale_kernel_id id1, uint32_
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     v_range = cases[i].range;
     v_from = cases[i].from;
-    chunked_cases_cols(id, id1, cols, cols);
+    chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_f16, METRALE_K_delta_rule_prefill_chunked_f16, 32);
   }
   v_range = 1.0f;
   v_from = 0;
-}
-
-Test(gdn, delta_rule_prefill_chunked_f16) {
-  f16_range_cases(METRALE_K_delta_rule_prefill_chunked_f16, METRALE_K_delta_rule_prefill_chunked_f16, 32);
-}
-
-/* The fp16 build's phase 2: one long sequence in 2, 3 and 8 runs under each kind of gates,
- * then sequences of many lengths (empty, shorter than their runs, a padding slot) in 3 runs.
- * A run that started its warm-up one chunk late, waited for the wrong run, or wrote the
- * slot's state before the first run had read it leaves the state and o far off. */
-static void segment_cases(metrale_kernel_id id, metrale_kernel_id id1, uint32_t cols) {
-  CF_BEGIN(ctx, kern, id);
-  static const heads hs[] = {{1, 2, 128, 64}, {2, 4, 32, 48}};
-  static const uint32_t nsegs[] = {2, 3, 8};
-  static const int gates[] = {GATES_FAST, GATES_SLOW, GATES_CLIFF, GATES_LONG_K};
-  for (size_t hi = 0; hi < sizeof hs / sizeof hs[0]; hi++) {
-    const heads *h = &hs[hi];
-    for (size_t gi = 0; gi < sizeof gates / sizeof gates[0]; gi++)
-      for (size_t ni = 0; ni < sizeof nsegs / sizeof nsegs[0]; ni++) {
-        int32_t cu[2] = {0, 1100}; /* 18 chunks: runs of 6 at 3, [12, 18) warms up from chunk 10 */
-        seg_n = nsegs[ni];
-        seg_gates = gates[gi];
-        seg_cliff = 10 * CHUNK + 5;
-        snprintf(ctx.shape, sizeof ctx.shape, "segments %u gates %d S=1 T=1100 nk=%u nv=%u dk=%u dv=%u", seg_n,
-                 seg_gates, h->nk, h->nv, h->dk, h->dv);
-        run_case_as(&ctx, id, id1, kern, h, 1, cu, 2, cols);
-      }
-    static const int32_t lens[] = {700, 0, 130, 1, 300};
-    int32_t cu[6] = {0};
-    for (uint32_t s = 0; s < 5; s++) cu[s + 1] = cu[s] + lens[s];
-    for (size_t gi = 0; gi < 2; gi++) {
-      seg_n = 3;
-      seg_gates = gates[gi];
-      seg_cliff = 0;
-      snprintf(ctx.shape, sizeof ctx.shape, "segments 3 gates %d S=5 T=%d nk=%u nv=%u dk=%u dv=%u", seg_gates, cu[5],
-               h->nk, h->nv, h->dk, h->dv);
-      run_case_as(&ctx, id, id1, kern, h, 5, cu, 7, cols);
-    }
-  }
-  seg_n = 0;
-  seg_gates = GATES_FAST;
-  cf_close(&ctx);
-}
-
-Test(gdn, delta_rule_prefill_chunked_f16_segments) {
-  segment_cases(METRALE_K_delta_rule_prefill_chunked_f16, METRALE_K_delta_rule_prefill_chunked_f16, 32);
 }

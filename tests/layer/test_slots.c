@@ -76,8 +76,7 @@ Test(modes, decode_and_split_equal_prefill) {
 
 /* A prefill long and wide enough for the GEMMs' large tiles (on CUDA sm_90a: q|k|v and z on
  * the 128x256 warp-specialised tiles of fp16 x and in_proj, gemm_f16_ws, where the backend
- * has it, else z from bf16(x); 34 tile rows), for the chunked core's steps in two segments
- * (there: 64 parts of 68 chunks) and for the conv with
+ * has it, else z from bf16(x); 34 tile rows) and for the conv with
  * the l2norm in one pass (C = 2304: 3 x 68 blocks, over 1.5 an SM on 132 SMs) agrees with
  * decoding the same tokens one at a time (gemv, f32 x throughout, the l2norm apart) and with a
  * split of the two.  (On lavapipe it also runs the Vulkan prefill in windows:

@@ -119,19 +119,19 @@ static double core_flops_per_token(const metrale_qwen3_config *g) {
 /* One sequence of each length: random v, g, beta and state, q and k random then
  * l2-normalised on the device by l2norm_qk, as the mixer leaves them. */
 static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config *cfg,
-                                 const uint32_t *lens, int n, int warmup, int samples, int json) {
+                                 const uint32_t *lens, int n, int warmup, int samples, int json, int slow) {
   gpu_backend *be = metrale_device_backend(dev);
   metrale_ops ops;
   METRALE_RETURN_IF_ERROR(metrale_ops_init(&ops, dev));
   const uint32_t nk = cfg->nk, nv = cfg->nv, dk = cfg->dk, dv = cfg->dv;
   const uint64_t C = 2ull * nk * dk + (uint64_t)nv * dv;
   if (!json)
-    printf("delta-rule prefill core, %u key / %u value heads of %u/%u, one sequence: %s\n"
-           "%-8s %12s %12s %10s\n", nk, nv, dk, dv, metrale_ops_delta_rule_prefill_path(&ops, dk, dv),
-           "tokens", "median ms", "min ms", "TFLOP/s");
+    printf("delta-rule prefill core, %u key / %u value heads of %u/%u, one sequence, %s gates: %s\n"
+           "%-8s %12s %12s %10s\n", nk, nv, dk, dv, slow ? "slow" : "fast",
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv), "tokens", "median ms", "min ms", "TFLOP/s");
   else
-    printf("{\"core\": \"%s\", \"flops_per_token\": %.0f, \"results\": [",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv), core_flops_per_token(cfg));
+    printf("{\"core\": \"%s\", \"gates\": \"%s\", \"flops_per_token\": %.0f, \"results\": [",
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv), slow ? "slow" : "fast", core_flops_per_token(cfg));
   metrale_status s = METRALE_OK;
   for (int i = 0; i < n && !s; i++) {
     const uint32_t T = lens[i];
@@ -162,7 +162,10 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     }
     if (!s) s = op_l2norm_qk(&ops, NULL, c.qkv, T, nk, dk, (uint32_t)C);
     if (!s) {
-      for (uint64_t j = 0; j < (uint64_t)T * nv; j++) host[j] = -expf(core_uniform(&x, -4.6f, 0.69f));
+      /* fast: g in [-2, -0.01] (-0.375 a token on average: a chunk of 64 tokens scales the state
+       * by ~e^-24); slow: g in [-1e-3, -1e-4] (a chunk keeps ~97 % of it) */
+      for (uint64_t j = 0; j < (uint64_t)T * nv; j++)
+        host[j] = slow ? -expf(core_uniform(&x, -9.21f, -6.91f)) : -expf(core_uniform(&x, -4.6f, 0.69f));
       s = be->vt->copy_h2d(be, c.g, host, (uint64_t)T * nv * 4, NULL);
       if (!s) s = be->vt->sync(be);
     }
@@ -209,8 +212,11 @@ int cmd_bench(int argc, char **argv) {
       {"--model", 1, NULL, "load layer --layer of this HF checkpoint folder instead of random weights"},
       {"--layer", 1, NULL, "with --model: the layer index (default 0)"},
       {"--no-graphs", 0, NULL, "launch decode steps eagerly even where the backend replays graphs"},
+      {"--gates", 1, NULL,
+       "with --core: fast (default; g in [-2, -0.01] a token, the state forgets within two chunks) or "
+       "slow (g in [-1e-3, -1e-4]: it does not)"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 11, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 12, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -223,6 +229,11 @@ int cmd_bench(int argc, char **argv) {
   if (!s && opts[4].value) s = cli_parse_u32("--samples", opts[4].value, &samples);
   if (!s && opts[5].value) s = cli_parse_u32("--warmup", opts[5].value, &warmup);
   if (!s && (samples == 0 || samples > 10000)) s = METRALE_ERROR(INVALID_ARGUMENT, "--samples must be 1..10000");
+  int slow = 0;
+  if (!s && opts[11].value && !opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--gates goes with --core");
+  else if (!s && opts[11].value && strcmp(opts[11].value, "slow") == 0) slow = 1;
+  else if (!s && opts[11].value && strcmp(opts[11].value, "fast") != 0)
+    s = METRALE_ERROR(INVALID_ARGUMENT, "--gates must be fast or slow");
   metrale_device *dev = NULL;
   metrale_device_options dopts = {.backend = opts[0].value};
   if (!s) s = metrale_device_open(&dopts, &dev);
@@ -252,7 +263,7 @@ int cmd_bench(int argc, char **argv) {
     return cli_fail("bench", s);
   }
   if (opts[7].value) {
-    s = bench_core(dev, &cfg, pre, npre, (int)warmup, (int)samples, json);
+    s = bench_core(dev, &cfg, pre, npre, (int)warmup, (int)samples, json, slow);
     metrale_device_destroy(dev);
     return s ? cli_fail("bench", s) : CLI_OK;
   }

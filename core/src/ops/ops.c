@@ -486,55 +486,23 @@ static uint64_t chunked_chunks(uint32_t t, uint32_t s) {
   return nc < t ? nc : t;
 }
 
+uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint32_t s,
+                                         uint32_t nv, uint32_t dk, uint32_t dv) {
+  if (!chunked_pays(o, t, s, dk, dv)) return 0;
+  return chunked_chunks(t, s) * nv * CHUNKED_REC_BYTES;
+}
+
 /* Both phases by delta_rule_prefill_chunked_f16 (IEEE half operands in the chunk step;
  * docs/numerics.md) where the backend has it and says its fp16 tiles are fast. */
 static int chunked_f16(const metrale_ops *o) {
   return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_f16) && f16_fast(o);
 }
 
-/* delta_rule_prefill_chunked_f16's phase 2 (kernels.def): phase 1 with each of its parts
- * (sequence, value head, 32 columns) split into NSEG runs of chunks, a block each, where
- * phase 1 alone would leave room on the SMs (the row holds three blocks an SM).  At most
- * CHUNKED_SEG_MAX: on the H200 one sequence of 16384 tokens took 0.876-0.892 ms in 2 runs a
- * part against 0.943-0.955 in one, and 1.09-1.11 in 3 (the chunk steps are then bound by
- * L2, and the records, read by more blocks further apart, come from DRAM twice;
- * docs/perf-prefill.md v31).  A run averages at least CHUNKED_SEG_MIN_CHUNKS chunks, so that
- * its warm-up (a few chunks) stays small beside it. */
-#define CHUNKED_SEG_MAX 2u
-#define CHUNKED_SEG_MIN_CHUNKS 16u
-#define CHUNKED_F16_BLOCKS_PER_SM 3u
-
-static uint32_t chunked_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32_t nv, uint32_t dv) {
-  if (!chunked_f16(o) || s == 0) return 1;
-  const uint64_t parts = (uint64_t)s * nv * CEIL_DIV(dv, CHUNKED_WG_COLS);
-  uint64_t n = CHUNKED_F16_BLOCKS_PER_SM * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count / parts;
-  if (n > CHUNKED_SEG_MAX) n = CHUNKED_SEG_MAX;
-  while (n > 1 && (uint64_t)t < 64ull * s * CHUNKED_SEG_MIN_CHUNKS * n) n--;
-  return n < 2 ? 1 : (uint32_t)n;
-}
-
-/* kernels.def, delta_rule_prefill_chunked_f16 phase 2: the control words after the records
- * (a ticket, then two flags a part and segment), rounded to 128-byte lines */
-static uint64_t chunked_seg_ctl_bytes(uint32_t nseg, uint64_t parts) {
-  return 4 * ((32 + (nseg + 1) * parts + 31) / 32 * 32);
-}
-
-uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint32_t s,
-                                         uint32_t nv, uint32_t dk, uint32_t dv) {
-  if (!chunked_pays(o, t, s, dk, dv)) return 0;
-  const uint64_t recs = chunked_chunks(t, s) * nv * CHUNKED_REC_BYTES;
-  const uint32_t nseg = chunked_segments(o, t, s, nv, dv);
-  if (nseg < 2) return recs;
-  const uint64_t parts = (uint64_t)s * nv * CEIL_DIV(dv, CHUNKED_WG_COLS);
-  return recs + chunked_seg_ctl_bytes(nseg, parts) + 4ull * nseg * s * nv * dk * dv;
-}
-
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
   if (chunked_f16(o))
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens, both phases; fp16 operands "
-           "in the chunk step, the state f32 and scaled per chunk; the chunk steps in up to 2 segments a "
-           "sequence where phase 1 alone leaves SMs idle) when sequences average 64+ tokens, "
+           "in the chunk step, the state f32 and scaled per chunk) when sequences average 64+ tokens, "
            "else gdn.delta_rule_prefill";
   static const char *const path[2][2] = {
       /* [has _prep][has _wg] */
@@ -586,15 +554,6 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
   if (ws && chunked_pays(o, t, s, dk, dv)) {
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
                                            state, cu_seqlens, slots, ws, s, nk, nv, dk, dv));
-    const uint32_t nseg = chunked_segments(o, t, s, nv, dv);
-    if (nseg > 1) { /* phase 2, its control words at zero first */
-      const uint64_t parts = (uint64_t)s * nv * CEIL_DIV(dv, CHUNKED_WG_COLS);
-      gpu_backend *be = metrale_device_backend(o->dev);
-      METRALE_RETURN_IF_ERROR(be->vt->memset(be, ws + chunked_chunks(t, s) * nv * CHUNKED_REC_BYTES, 0,
-                                             chunked_seg_ctl_bytes(nseg, parts), st));
-      return launch_chunked(o, st, 2, parts * nseg, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv,
-                            dk, dv);
-    }
     uint32_t cols =
         o->k[METRALE_K_delta_rule_prefill_chunked_wg] || chunked_f16(o) ? CHUNKED_WG_COLS : CHUNKED_COLS;
     return launch_chunked(o, st, 1, (uint64_t)s * nv * CEIL_DIV(dv, cols), out, qkv, g, beta, state,
