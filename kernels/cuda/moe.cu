@@ -291,6 +291,44 @@ __device__ __forceinline__ float exp_sum(float (&lc)[N], const float *__restrict
   for (unsigned i = first + N * STRIDE; i < e; i += STRIDE) part += expf(l[i] - mx);
   return part;
 }
+
+/* A token's picks as the top-k kernels make them, one a round: its rows of idx and w, the last
+ * pick (the next ranks after it), the sum of the weights and how many were taken.  The kernels
+ * differ in who writes (`writer`) and in the threads that share a token (first, first + step,
+ * ...: they fill empty picks together). */
+struct picks {
+  int *ti;
+  float *tw;
+  cand prev;
+  float wsum;
+  unsigned n;
+  __device__ __forceinline__ picks(int *idx, float *w, size_t tok, unsigned k)
+      : ti(idx + tok * k), tw(w + tok * k), prev{0.0f, -1}, wsum(0.0f), n(0) {}
+  /* pick j = best; false where there is none (k > E): picks j.. are left empty */
+  __device__ __forceinline__ bool take(unsigned j, cand best, unsigned k, bool writer, unsigned first,
+                                       unsigned step) {
+    if (best.p < 0.0f) {
+      for (unsigned q = j + first; q < k; q += step) {
+        ti[q] = -1;
+        tw[q] = 0.0f;
+      }
+      return false;
+    }
+    if (writer) {
+      ti[j] = best.i;
+      tw[j] = best.p;
+    }
+    wsum += best.p;
+    prev = best;
+    n++;
+    return true;
+  }
+  /* the picks the writer wrote, renormalised (the empty ones, written by others, stay 0) */
+  __device__ __forceinline__ void normalise(unsigned norm, bool writer) {
+    if (norm && wsum > 0.0f && writer)
+      for (unsigned j = 0; j < n; j++) tw[j] /= wsum;
+  }
+};
 }  // namespace
 
 /* One block a token.  p is computed once into registers (candidate c of thread tid is
@@ -322,12 +360,9 @@ MK_KERNEL(moe_topk_warp)(int *__restrict__ idx, float *__restrict__ w,
 #pragma unroll
   for (unsigned c = 0; c < TW_CACHE; c++) lc[c] = lc[c] / sum; /* p; beyond E unused */
 
-  int *ti = idx + (size_t)tok * k;
-  float *tw = w + (size_t)tok * k;
-  cand prev = {0.0f, -1};
-  float wsum = 0.0f;
-  unsigned picks = 0;
+  picks pk(idx, w, tok, k);
   for (unsigned j = 0; j < k; j++) {
+    const cand prev = pk.prev;
     cand best = {-1.0f, 0x7fffffff};
 #pragma unroll
     for (unsigned c = 0; c < TW_CACHE; c++) {
@@ -344,24 +379,9 @@ MK_KERNEL(moe_topk_warp)(int *__restrict__ idx, float *__restrict__ w,
     __syncthreads();
     best = win[j & 1][0];
     for (unsigned q = 1; q < TW_GROUPS; q++) best = better(best, win[j & 1][q]);
-    if (best.p < 0.0f) { /* k > E: the remaining picks are empty */
-      for (unsigned r = j + tid; r < k; r += kTopkWBlock) {
-        ti[r] = -1;
-        tw[r] = 0.0f;
-      }
-      break;
-    }
-    if (tid == 0) {
-      ti[j] = best.i;
-      tw[j] = best.p;
-    }
-    wsum += best.p;
-    prev = best;
-    picks++;
+    if (!pk.take(j, best, k, tid == 0, tid, kTopkWBlock)) break; /* k > E */
   }
-  /* the picks thread 0 wrote (the empty ones, written by other threads, stay 0) */
-  if (norm && wsum > 0.0f && tid == 0)
-    for (unsigned j = 0; j < picks; j++) tw[j] /= wsum;
+  pk.normalise(norm, tid == 0);
 }
 MK_CHECK(moe_topk_warp, moe);
 
@@ -390,12 +410,10 @@ MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const flo
 #pragma unroll
   for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum; /* p; beyond E unused */
 
-  int *ti = idx + (size_t)tok * k;
-  float *tw = w + (size_t)tok * k;
-  cand prev = {0.0f, -1};
-  float wsum = 0.0f;
-  unsigned picks = 0, taken = 0; /* bit c: expert lane + 32 c was picked */
+  picks pk(idx, w, tok, k);
+  unsigned taken = 0; /* bit c: expert lane + 32 c was picked */
   for (unsigned j = 0; j < k; j++) {
+    const cand prev = pk.prev;
     cand cs[TR_CACHE];
 #pragma unroll
     for (unsigned c = 0; c < TR_CACHE; c++) {
@@ -415,26 +433,11 @@ MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const flo
       if (prev.i < 0 || ranks_before(prev.p, prev.i, x.p, x.i)) best = better(best, x);
     }
     best = group_best(best);
-    if (best.p < 0.0f) { /* k > E: the remaining picks are empty */
-      for (unsigned q = j + lane; q < k; q += TW_LANES) {
-        ti[q] = -1;
-        tw[q] = 0.0f;
-      }
-      break;
-    }
-    if (lane == 0) {
-      ti[j] = best.i;
-      tw[j] = best.p;
-    }
+    if (!pk.take(j, best, k, lane == 0, lane, TW_LANES)) break; /* k > E */
     if ((unsigned)best.i < TR_CACHE * TW_LANES && (unsigned)best.i % TW_LANES == lane)
       taken |= 1u << ((unsigned)best.i / TW_LANES);
-    wsum += best.p;
-    prev = best;
-    picks++;
   }
-  /* the picks lane 0 wrote (the empty ones, written by other lanes, stay 0) */
-  if (norm && wsum > 0.0f && lane == 0)
-    for (unsigned j = 0; j < picks; j++) tw[j] /= wsum;
+  pk.normalise(norm, lane == 0);
 }
 MK_CHECK(moe_topk_rows, moe);
 
