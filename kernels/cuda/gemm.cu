@@ -223,15 +223,19 @@ __device__ __forceinline__ void k_steps_of_block(unsigned KT, unsigned &first, u
   count = SPLIT > 1 ? (unsigned)((uint64_t)KT * (blockIdx.z + 1) / SPLIT) - first : KT;
 }
 
-/* Block b of the grid -> its output tile, column-major within groups of GROUP_M tile
- * rows: a bijection of the grid, whatever its size. */
-__device__ __forceinline__ void tile_of_block(unsigned &tm, unsigned &tn) {
-  const unsigned gx = gridDim.x, gy = gridDim.y;
-  const unsigned id = blockIdx.y * gx + blockIdx.x;
-  const unsigned group = GROUP_M * gx, first = id / group * GROUP_M;
-  const unsigned rows = gy - first < GROUP_M ? gy - first : GROUP_M;
+/* Tile id of a gx x gy tile grid -> its output tile, column-major within groups of G (GROUP_M)
+ * tile rows: a bijection of the tile grid, whatever its size. */
+template <unsigned G = GROUP_M>
+__device__ __forceinline__ void tile_of_index(unsigned id, unsigned gx, unsigned gy, unsigned &tm, unsigned &tn) {
+  const unsigned group = G * gx, first = id / group * G;
+  const unsigned rows = gy - first < G ? gy - first : G;
   tm = first + id % group % rows;
   tn = id % group / rows;
+}
+
+/* Block b of the grid -> its output tile (the launch grid is the tile grid). */
+__device__ __forceinline__ void tile_of_block(unsigned &tm, unsigned &tn) {
+  tile_of_index(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, tm, tn);
 }
 
 /* Two adjacent outputs (row, col), (row, col + 1). pair: N even and y aligned for it. */
@@ -772,9 +776,12 @@ static_assert(mk_block("gemm_bf16_ws") == ws::THREADS && mk_block("gemm_f32in_ws
                   mk_block("gemm_f32in_hi_ws") == ws::THREADS && mk_shared("gemm_f32in_hi_ws") == mk_shared("gemm_f32in_ws"),
               "a producer warpgroup and two consumer warpgroups");
 #define MK_KERNEL_WS(name) extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) name
+/* the 16-bit x forms: clusters of two blocks sharing w (ws::walk, PAIR 2) */
+#define MK_KERNEL_WS_PAIR(name) \
+  extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(2, 1, 1) name
 
-MK_KERNEL_WS(gemm_bf16_ws)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  ws::gemm_tile_ws<bf16, false, kWsStagesBf16>(y, x, w, m, n, k);
+MK_KERNEL_WS_PAIR(gemm_bf16_ws)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  ws::gemm_tile_ws<bf16, false, kWsStagesBf16, true, 1, 256, 128, false, 2>(y, x, w, m, n, k);
 }
 MK_CHECK(gemm_bf16_ws, gemm);
 
@@ -789,8 +796,8 @@ MK_KERNEL_WS(gemm_f32in_hi_ws)(float *y, const float *x, const bf16 *w, unsigned
 MK_CHECK(gemm_f32in_hi_ws, gemm);
 
 /* x and w IEEE halves in 16-bit storage (TMA copies bits, so bf16's maps serve), y f32 */
-MK_KERNEL_WS(gemm_f16_ws)(float *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true>(y, x, w, m, n, k);
+MK_KERNEL_WS_PAIR(gemm_f16_ws)(float *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, 2>(y, x, w, m, n, k);
 }
 MK_CHECK(gemm_f16_ws, gemm);
 static_assert(mk_block("gemm_f16_ws") == ws::THREADS && mk_shared("gemm_f16_ws") == mk_shared("gemm_bf16_ws"),

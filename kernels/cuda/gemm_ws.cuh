@@ -14,6 +14,15 @@
  *     k step of MMAs in flight (wgmma.wait_group 1) and releases a stage as soon as the MMAs
  *     that read it are done.
  *
+ * The whole-K forms (SPLIT 1) are persistent: the grid's blocks walk the tile grid, block b
+ * taking tiles b, b + blocks, ... (walk), so that a block sets up its barriers and tensor
+ * maps once and the producer fills the ring with the next tile's first k steps while the
+ * consumers store this one's; a grid of the tile grid's size gives one tile a block.  The
+ * 16-bit x forms (gemm_bf16_ws, gemm_f16_ws) run as clusters of two blocks that compute the
+ * two tile rows of a pair with the same w rows, each producer copying half of w into both
+ * blocks' stages (PAIR 2): 16 KiB of L2 reads a block a k step instead of 24 (docs/perf-gemm.md,
+ * "Pairs that walk").
+ *
  * Why (docs/perf-gemm.md, "Warp-specialised 128x256 tiles"): the 128x128 tile of
  * gemm_wgmma.cuh pays a block barrier, a proxy fence and a full MMA drain every k step;
  * here nothing in the k loop waits for anything but its data, and a tile moves 25 % (bf16 x)
@@ -40,6 +49,12 @@ using sm90::regs_inc;
 
 constexpr unsigned THREADS = 384, GROUP = 128;
 constexpr unsigned CONSUMERS = 256; /* each releases a stage: the empty barriers' count */
+/* PAIR 2 (the 16-bit x whole-K forms): a cluster of two blocks computes tile rows 2p and 2p + 1
+ * of one tile column, i.e. the same BN w rows, and each block's producer copies half of them
+ * into both blocks' stages (TMA multicast): a block reads BN / 2 w rows a stage from L2
+ * instead of BN.  A stage is then free once the block's 256 consumer threads and one thread of
+ * each of the partner's 8 consumer warps have released it (the partner's copies land in it). */
+template <unsigned PAIR> struct empty_count { static constexpr unsigned value = CONSUMERS + (PAIR - 1u) * 8u; };
 
 /* Stage layouts: what a TMA copy of the template's swizzle writes.  bf16 rows of 64 bytes
  * with the 64-byte swizzle are tc's tile_of<bf16> (16-byte chunk c of row r at c ^ (r/2 % 4));
@@ -60,6 +75,7 @@ template <> struct tma_template<float, 64> { static constexpr unsigned id = METR
 template <unsigned BN> struct tma_w_template;
 template <> struct tma_w_template<256> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R256; };
 template <> struct tma_w_template<192> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R192; };
+template <> struct tma_w_template<128> { static constexpr unsigned id = METRALE_TMA_BF16_K32_R128; }; /* half of 256 (PAIR) */
 
 /* f32 x: the tile row that holds row g (0..7) of each 8 rows of a warp's A fragment.  In
  * f32_tile's layout, rows r and r ^ 1 hold a fragment read's two chunks in the same banks;
@@ -67,6 +83,32 @@ template <> struct tma_w_template<192> { static constexpr unsigned id = METRALE_
  * every 8-byte read (tc::split_frag) is free of bank conflicts.  The accumulators' rows
  * follow (store). */
 __device__ __forceinline__ unsigned frag_row(unsigned g) { return 2u * (g & 3u) + (g >> 2); }
+
+/* The tiles a block computes, in the order it computes them.  SPLIT 1: items first, first +
+ * stride, ... of the tile grid, whatever the launch grid, an item being a tile (PAIR 1) or
+ * the pair of tile rows 2p, 2p + 1 of a tile column that a cluster of two computes, rank r
+ * taking row 2p + r (PAIR 2; clusters (2, 1, 1): the grid's blocks numbered y * gx + x, two
+ * by two); SPLIT > 1: its cluster's one tile (the launch grid is the tile grid).  Each tile
+ * takes NT k steps from kt0; the ring's k steps are counted across tiles (step), so that its
+ * stages' phases run on.  Items walk column-major within groups of GROUP_M tile rows. */
+template <unsigned SPLIT, unsigned BM, unsigned BN, unsigned PAIR = 1> struct walk {
+  static_assert(PAIR == 1 || (PAIR == 2 && SPLIT == 1), "pairs of whole-K tiles");
+  unsigned t; /* the item now; the rest is recomputed from M, N and the grid, held in no register */
+  __device__ __forceinline__ walk() : t((blockIdx.y * gridDim.x + blockIdx.x) / PAIR) {}
+  static __device__ __forceinline__ unsigned cols(unsigned N) { return (N + BN - 1) / BN; }
+  static __device__ __forceinline__ unsigned rows(unsigned M) { return ((M + BM - 1) / BM + PAIR - 1) / PAIR; }
+  __device__ __forceinline__ bool more(unsigned M, unsigned N) const { return t < rows(M) * cols(N); }
+  __device__ __forceinline__ void next(unsigned M, unsigned N) {
+    t += SPLIT > 1 ? rows(M) * cols(N) : gridDim.x * gridDim.y / PAIR;
+  }
+  /* this block's tile (rank: its place in the pair; a pair's second row may lie past M) */
+  __device__ __forceinline__ void origin(unsigned M, unsigned N, unsigned rank, unsigned &m0, unsigned &n0) const {
+    unsigned tm, tn;
+    tile_of_index<GROUP_M / PAIR>(t, cols(N), rows(M), tm, tn);
+    m0 = (tm * PAIR + rank) * BM;
+    n0 = tn * BN;
+  }
+};
 
 template <typename XT, unsigned STAGES, unsigned BM, unsigned BN> struct ring {
   using LX = typename stage_tile<XT>::type;
@@ -86,10 +128,10 @@ template <typename XT> __device__ __forceinline__ bool tma_ok(const XT *x, const
  * this SM's slot (one block an SM: nobody else uses it meanwhile); then one thread copies k
  * steps 0..NT-1 into the ring, one x box and one w box a stage, each stage announced on
  * full[] with its byte count, the boxes' parts outside the matrices landing as zeros. */
-template <typename XT, unsigned STAGES, unsigned BM, unsigned BN>
+template <typename XT, unsigned STAGES, unsigned BM, unsigned BN, unsigned SPLIT, unsigned PAIR>
 __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
                                             const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
-                                            unsigned m0, unsigned n0, unsigned kt0, unsigned NT) {
+                                            walk<SPLIT, BM, BN, PAIR> wk, unsigned kt0, unsigned NT, unsigned rank) {
   using R = ring<XT, STAGES, BM, BN>;
   __shared__ __align__(128) uint64_t maps[2][METRALE_TMA_BYTES / 8];
   const unsigned tid = threadIdx.x % GROUP, lane = tid % 32u;
@@ -97,7 +139,7 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
   unsigned smid;
   asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
   unsigned char(*slot)[METRALE_TMA_BYTES] = metrale_gemm_ws_maps[smid % 1024u]; /* %smid < 1024 on every GPU so far */
-  const unsigned tx = tma_template<XT, BM>::id, tw = tma_w_template<BN>::id;
+  const unsigned tx = tma_template<XT, BM>::id, tw = tma_w_template<BN / PAIR>::id;
   maps[lane / 16u][lane % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[lane < 16u ? tx : tw])[lane % 16u];
   __syncwarp();
   if (lane == 0) {
@@ -110,44 +152,67 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
   if (lane != 0) return;
   sm90::tmap_acquire(slot[0]);
   sm90::tmap_acquire(slot[1]);
-  for (unsigned kt = 0; kt < NT; kt++) {
-    const unsigned s = kt % STAGES;
-    if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);
-    const uint32_t at = s0 + s * R::STAGE;
-    mbar_expect_tx(&full[s], R::STAGE);
-    tma_load_2d(at, slot[0], (int)((kt0 + kt) * BK), (int)m0, &full[s]);
-    tma_load_2d(at + R::A_BYTES, slot[1], (int)((kt0 + kt) * BK), (int)n0, &full[s]);
+  for (unsigned step = 0; wk.more(M, N); wk.next(M, N)) {
+    unsigned m0, n0;
+    wk.origin(M, N, rank, m0, n0);
+    for (unsigned kt = 0; kt < NT; kt++, step++) {
+      const unsigned s = step % STAGES;
+      if (step >= STAGES) mbar_wait(&empty[s], (step / STAGES - 1u) & 1u);
+      const uint32_t at = s0 + s * R::STAGE;
+      const int k = (int)((kt0 + kt) * BK);
+      mbar_expect_tx(&full[s], R::STAGE); /* this block's x box and both halves of w */
+      tma_load_2d(at, slot[0], k, (int)m0, &full[s]);
+      if constexpr (PAIR == 1)
+        tma_load_2d(at + R::A_BYTES, slot[1], k, (int)n0, &full[s]);
+      else /* w rows [n0 + rank BN/2, + BN/2) into both blocks' stages */
+        sm90::tma_load_2d_multicast(at + R::A_BYTES + rank * (R::B_BYTES / PAIR), slot[1], k,
+                                    (int)(n0 + rank * (BN / PAIR)), &full[s], (uint16_t)((1u << PAIR) - 1u));
+    }
   }
 }
 
 /* The producer warpgroup for rows TMA cannot describe: element loads and shared stores by
  * all 128 threads in the stage layout, fenced for the tensor cores, one arrival each. */
-template <typename XT, unsigned STAGES, unsigned BM, unsigned BN>
+template <typename XT, unsigned STAGES, unsigned BM, unsigned BN, unsigned SPLIT, unsigned PAIR>
 __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, uint64_t *empty,
                                                  const XT *__restrict__ x, const bf16 *__restrict__ w,
-                                                 unsigned M, unsigned N, unsigned K, unsigned m0, unsigned n0,
-                                                 unsigned kt0, unsigned NT) {
+                                                 unsigned M, unsigned N, unsigned K, walk<SPLIT, BM, BN, PAIR> wk,
+                                                 unsigned kt0, unsigned NT, unsigned rank) {
   using R = ring<XT, STAGES, BM, BN>;
   const unsigned tid = threadIdx.x % GROUP;
-  for (unsigned kt = 0; kt < NT; kt++) {
-    const unsigned s = kt % STAGES;
-    if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);
-    load_stage<BM, BN, XT, GROUP, typename R::LX>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt0 + kt, false, false,
-                                                  tid);
-    fence_proxy_async();
-    mbar_arrive(&full[s]);
+  for (unsigned step = 0; wk.more(M, N); wk.next(M, N)) {
+    unsigned m0, n0;
+    wk.origin(M, N, rank, m0, n0);
+    for (unsigned kt = 0; kt < NT; kt++, step++) {
+      const unsigned s = step % STAGES;
+      if (step >= STAGES) mbar_wait(&empty[s], (step / STAGES - 1u) & 1u);
+      load_stage<BM, BN, XT, GROUP, typename R::LX>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt0 + kt, false,
+                                                    false, tid);
+      fence_proxy_async();
+      mbar_arrive(&full[s]);
+    }
   }
 }
 
 /* A barrier of the two consumer warpgroups only (named barrier 1; 0 is __syncthreads'). */
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMERS) : "memory"); }
 
-/* After step kt's MMAs were issued and step kt - 1's are done: this thread hands step
- * kt - 1's stage back (every consumer thread arrives, releasing its own reads of the stage:
- * with f32 x, the A fragments it loaded). */
-template <unsigned STAGES>
-__device__ __forceinline__ void release(uint64_t *empty, unsigned kt) {
-  if (kt > 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+/* After ring step `step`'s MMAs were issued and the step before's are done (kt: the step
+ * within the tile): this thread hands the step before's stage back (every consumer thread
+ * arrives, releasing its own reads of the stage: with f32 x, the A fragments it loaded).  A
+ * tile's last step is handed back once its MMAs are done (consume's end). */
+template <unsigned STAGES, unsigned PAIR>
+__device__ __forceinline__ void release_step(uint64_t *empty, unsigned step) {
+  uint64_t *bar = &empty[step % STAGES];
+  mbar_arrive(bar);
+  if constexpr (PAIR > 1) { /* and lane 0 of each warp, once its lanes have, for the partner */
+    __syncwarp();
+    if (threadIdx.x % 32u == 0) sm90::mbar_arrive_cluster(bar, sm90::cluster_rank() ^ 1u);
+  }
+}
+template <unsigned STAGES, unsigned PAIR>
+__device__ __forceinline__ void release(uint64_t *empty, unsigned step, unsigned kt) {
+  if (kt > 0) release_step<STAGES, PAIR>(empty, step - 1);
 }
 
 /* What consumer warpgroup c (0, 1) of a BM x BN tile computes: 64 rows from row0 and CN
@@ -163,12 +228,13 @@ template <unsigned BM, unsigned BN> struct part_of {
 template <bool F16, unsigned N> struct mma_ss_of { using type = sm90::wgmma_ss<N>; };
 template <unsigned N> struct mma_ss_of<true, N> { using type = sm90::wgmma_ss_f16<N>; };
 
-/* A consumer warpgroup (c = 0, 1: its part_of the tile) over k steps 0..NT-1.
+/* A consumer warpgroup (c = 0, 1: its part_of the tile) over the tile's k steps 0..NT-1, ring
+ * steps step0.. (walk).
  * f32 x: LO adds the product of x's low part (x = hi + lo); without it x counts as bf16(x).
  * 16-bit x: F16 takes x and w as IEEE halves (gemm_f16_ws), else as bf16. */
-template <typename XT, unsigned STAGES, bool LO, unsigned BM, unsigned BN, bool F16 = false>
+template <typename XT, unsigned STAGES, bool LO, unsigned BM, unsigned BN, bool F16 = false, unsigned PAIR = 1>
 __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uint32_t s0, uint64_t *full,
-                                        uint64_t *empty, unsigned c, unsigned NT) {
+                                        uint64_t *empty, unsigned c, unsigned step0, unsigned NT) {
   using R = ring<XT, STAGES, BM, BN>;
   using P = part_of<BM, BN>;
   using mma_ss = typename mma_ss_of<F16, P::CN>::type;
@@ -179,8 +245,8 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
   pin(acc);
   if constexpr (sizeof(XT) == 2) {
     for (unsigned kt = 0; kt < NT; kt++) {
-      const unsigned s = kt % STAGES;
-      mbar_wait(&full[s], (kt / STAGES) & 1u);
+      const unsigned step = step0 + kt, s = step % STAGES;
+      mbar_wait(&full[s], (step / STAGES) & 1u);
       const uint32_t sa = s0 + s * R::STAGE;
       const uint64_t da = desc64(sa + P::row0(c) * 64u), db = desc64(sa + b_off);
       wgmma_fence();
@@ -188,7 +254,7 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
       mma_ss::run(acc, da + 2, db + 2); /* k 16..31: 32 bytes on, in 16-byte units */
       wgmma_commit();
       wgmma_wait<1>(); /* step kt - 1's MMAs are done: its stage is free */
-      release<STAGES>(empty, kt);
+      release<STAGES, PAIR>(empty, step, kt);
     }
   } else {
     /* A from registers: two sets, so that step kt's fragments are made while step kt - 1's
@@ -196,8 +262,8 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
     const unsigned ra = P::row0(c) + wq * 16u + frag_row(lane / 4u);
     uint32_t hi[2][2][4], lo[2][2][4];
     auto step = [&](unsigned kt, uint32_t(&h)[2][4], uint32_t(&l)[2][4]) {
-      const unsigned s = kt % STAGES;
-      mbar_wait(&full[s], (kt / STAGES) & 1u);
+      const unsigned g = step0 + kt, s = g % STAGES;
+      mbar_wait(&full[s], (g / STAGES) & 1u);
       const uint32_t sa = s0 + s * R::STAGE;
       const uint64_t db = desc64(sa + b_off);
 #pragma unroll
@@ -210,7 +276,7 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
       mma_rs::run(acc, h[1], db + 2);
       wgmma_commit();
       wgmma_wait<1>();
-      release<STAGES>(empty, kt);
+      release<STAGES, PAIR>(empty, g, kt);
     };
     unsigned kt = 0;
     for (; kt + 1 < NT; kt += 2) {
@@ -220,23 +286,23 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
     if (kt < NT) step(kt, hi[0], lo[0]);
   }
   wgmma_wait<0>();
+  if (NT > 0) release_step<STAGES, PAIR>(empty, step0 + NT - 1); /* the tile's last stage */
   pin(acc);
 }
 
-/* One BM x BN tile (128 rows by 256 or 192 columns, or 64 by 256).  SPLIT > 1: the SPLIT
- * blocks of a cluster (1, 1, SPLIT) share it, block z
- * walking the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT) (k_steps_of_block); the consumers leave their
+/* BM x BN tiles (128 rows by 256 or 192 columns, or 64 by 256), walked as walk<SPLIT, PAIR>
+ * says.  SPLIT > 1: the SPLIT blocks of a cluster (1, 1, SPLIT) share one tile, block z walking
+ * the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT) (k_steps_of_block); the consumers leave their
  * partial tile over the ring and the cluster adds the partials in rank order (tc::split_sum,
- * by the consumers' 256 threads; the producer warps have exited by then). */
+ * by the consumers' 256 threads; the producer warps have exited by then).  PAIR 2: clusters
+ * (2, 1, 1) sharing w (empty_count). */
 template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256,
-          unsigned BM = 128, bool F16 = false>
+          unsigned BM = 128, bool F16 = false, unsigned PAIR = 1>
 __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   __shared__ uint64_t full[STAGES], empty[STAGES];
-  unsigned tm, tn;
-  tile_of_block(tm, tn);
-  const unsigned m0 = tm * BM, n0 = tn * BN;
-  if (m0 >= M || n0 >= N) return; /* a cluster's blocks share the tile: all of them or none */
+  const walk<SPLIT, BM, BN, PAIR> tw0;
+  if (!tw0.more(M, N)) return; /* a cluster's blocks share the item: all of them or none */
   unsigned kt0, NT;
   k_steps_of_block<SPLIT>((K + BK - 1) / BK, kt0, NT);
   /* early start (kernels.def rows: the whole-K forms, which prefill takes): resident while the
@@ -247,48 +313,66 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
   mk_wait_prior();
   const uint32_t s0 = dyn_smem_base();
   const bool tma = tma_ok(x, w, K);
+  const unsigned rank = PAIR > 1 ? sm90::cluster_rank() : 0u;
   if (threadIdx.x == 0) {
     for (unsigned s = 0; s < STAGES; s++) {
       sm90::mbar_init_count(&full[s], tma ? 1u : GROUP);
-      sm90::mbar_init_count(&empty[s], CONSUMERS);
+      sm90::mbar_init_count(&empty[s], empty_count<PAIR>::value);
     }
     sm90::mbar_init_fence();
   }
-  __syncthreads();
+  if constexpr (PAIR > 1)
+    sm90::cluster_sync(); /* both blocks' barriers are ready before either copies or arrives */
+  else
+    __syncthreads();
   const unsigned wgi = threadIdx.x / GROUP;
   if (wgi == 0) {
     regs_dec<56>();
     if (tma)
-      produce_tma<XT, STAGES, BM, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
+      produce_tma<XT, STAGES, BM, BN, SPLIT, PAIR>(s0, full, empty, x, w, M, N, K, tw0, kt0, NT, rank);
     else
-      produce_elements<XT, STAGES, BM, BN>(s0, full, empty, x, w, M, N, K, m0, n0, kt0, NT);
+      produce_elements<XT, STAGES, BM, BN, SPLIT, PAIR>(s0, full, empty, x, w, M, N, K, tw0, kt0, NT, rank);
+    if constexpr (PAIR > 1) {
+      __syncwarp();
+      sm90::cluster_sync(); /* see the end */
+    }
     return; /* exited threads hold up no barrier, the cluster's included (PTX `exit`) */
   }
   regs_inc<224>();
   const unsigned c = wgi - 1u;
   using P = part_of<BM, BN>;
-  float acc[P::NACC];
-#pragma unroll
-  for (unsigned i = 0; i < P::NACC; i++) acc[i] = 0.0f;
-  consume<XT, STAGES, LO, BM, BN, F16>(acc, s0, full, empty, c, NT);
-
   const unsigned lane = threadIdx.x % 32u, wq = (threadIdx.x / 32u) % 4u;
   const unsigned g = sizeof(XT) == 2 ? lane / 4u : frag_row(lane / 4u); /* f32 x: the rows its fragments read (frag_row) */
   const unsigned row = P::row0(c) + wq * 16u + g, col0 = P::col0(c);
-  if constexpr (SPLIT > 1) {
-    constexpr unsigned LD = split_ld(BN);
-    static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES, BM, BN>::STAGE, "the partial tile fits over the ring");
-    float *part = reinterpret_cast<float *>(gemm_dyn_smem + (s0 - smem_addr(gemm_dyn_smem)));
-    consumers_sync(); /* both warpgroups' MMAs are done with the ring (every copy had landed) */
+  float acc[P::NACC];
+  unsigned step = 0;
+  for (walk<SPLIT, BM, BN, PAIR> tw = tw0; tw.more(M, N); tw.next(M, N), step += NT) {
 #pragma unroll
-    for (unsigned j = 0; j < P::CN / 8; j++) {
-      const unsigned col = col0 + j * 8 + 2 * (lane % 4u);
-      *reinterpret_cast<float2 *>(part + row * LD + col) = make_float2(acc[4 * j], acc[4 * j + 1]);
-      *reinterpret_cast<float2 *>(part + (row + 8) * LD + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    for (unsigned i = 0; i < P::NACC; i++) acc[i] = 0.0f;
+    consume<XT, STAGES, LO, BM, BN, F16, PAIR>(acc, s0, full, empty, c, step, NT);
+    unsigned m0, n0;
+    tw.origin(M, N, rank, m0, n0);
+    if constexpr (SPLIT > 1) {
+      constexpr unsigned LD = split_ld(BN);
+      static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES, BM, BN>::STAGE, "the partial tile fits over the ring");
+      float *part = reinterpret_cast<float *>(gemm_dyn_smem + (s0 - smem_addr(gemm_dyn_smem)));
+      consumers_sync(); /* both warpgroups' MMAs are done with the ring (every copy had landed) */
+#pragma unroll
+      for (unsigned j = 0; j < P::CN / 8; j++) {
+        const unsigned col = col0 + j * 8 + 2 * (lane % 4u);
+        *reinterpret_cast<float2 *>(part + row * LD + col) = make_float2(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<float2 *>(part + (row + 8) * LD + col) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+      }
+      split_sum<BM, BN, SPLIT, F32_OUT>(y, part, M, N, m0, n0, threadIdx.x - GROUP);
+      return;
+    } else {
+      wg::store_acc<F32_OUT>(y, acc, M, N, m0 + row, n0 + col0, lane % 4u); /* rows past M: none */
     }
-    split_sum<BM, BN, SPLIT, F32_OUT>(y, part, M, N, m0, n0, threadIdx.x - GROUP);
-    return;
   }
-  wg::store_acc<F32_OUT>(y, acc, M, N, m0 + row, n0 + col0, lane % 4u);
+  /* PAIR: neither block leaves while the other may still arrive on its barriers or copy into it */
+  if constexpr (PAIR > 1) {
+    __syncwarp();
+    sm90::cluster_sync();
+  }
 }
 }  // namespace ws

@@ -265,6 +265,38 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map, int c
       : "memory");
 }
 
+/* tma_load_2d into the same offset dst of every CTA of the cluster in cta_mask, completing
+ * the barrier at bar's offset in each of them. */
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void *map, int c0, int c1, uint64_t *bar,
+                                                      uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+      "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(cta_mask)
+      : "memory");
+}
+
+/* ---- clusters ------------------------------------------------------------------------ */
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+/* Every thread of every CTA of the cluster arrives, then waits for all of them: orders
+ * shared-memory writes (barrier inits included) before the other CTAs' accesses. */
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* An arrival on the barrier at bar's offset in CTA `rank` of the cluster.  The release is the
+ * CTA's (the default scope): with .release.cluster each arrival waits for a cluster-wide
+ * fence, and the ws tiles ran 2x slower (docs/perf-gemm.md, "clusters of two"). */
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
 /* Waits until the barrier's phase of this parity has completed. */
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
   uint32_t done;

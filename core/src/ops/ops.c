@@ -63,10 +63,11 @@ typedef struct gemm_family {
 static const uint32_t WS_SLICES[3] = {2, 4, 8}, WS_ROWS[2] = {128, 64};
 
 /* A family member chosen for a GEMM and the tile it computes: bm x bn outputs a block (bm = 0:
- * the gemv, a block per 8 columns), K in `slices` (grid.z). */
+ * the gemv, a block per 8 columns), K in `slices` (grid.z); walk: the kernel's blocks walk the
+ * tiles (the ws rows' whole-K forms), so it is launched on at most one block an SM (ws_grid). */
 typedef struct gemm_plan {
   metrale_kernel_id id;
-  uint32_t bm, bn, slices;
+  uint32_t bm, bn, slices, walk;
 } gemm_plan;
 
 static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_gemm_bf16_ws,
@@ -167,7 +168,7 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
  * (f32 x in 2 slices, bf16 x in 4 or 8; on 64-row tiles f32 x in 2, bf16 x in 8), and only
  * up to the 256 rows measured.  Returns the plan, or one with METRALE_K_COUNT. */
 static gemm_plan ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  const gemm_plan none = {METRALE_K_COUNT, 0, 0, 0};
+  const gemm_plan none = {METRALE_K_COUNT, 0, 0, 0, 0};
   if (k < SPLITK_MIN_K || m > 256) return none;
   const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
   for (int r = m <= 64 ? 1 : 0; r >= 0; r--) { /* 64-row tiles first where the rows fit them */
@@ -176,7 +177,7 @@ static gemm_plan ws_split_pick(const metrale_ops *o, const gemm_family *f, uint3
       if (!has_kernel(o, f->ws_split[r][i])) continue;
       const uint64_t blocks = tiles * WS_SLICES[i];
       if (blocks <= (WS_SLICES[i] == 2 ? sms : sms / 2) && 3u * blocks >= sms)
-        return (gemm_plan){f->ws_split[r][i], WS_ROWS[r], 256, WS_SLICES[i]};
+        return (gemm_plan){f->ws_split[r][i], WS_ROWS[r], 256, WS_SLICES[i], 0};
     }
   }
   return none;
@@ -195,21 +196,21 @@ static int use_ws192(const metrale_ops *o, const gemm_family *f, uint32_t m, uin
 
 /* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
  * split) runs on, and its launch shape (kernels.def): grid (ceil(N/bn), ceil(M/bm), slices);
- * bm = 0 for the gemv's grid (ceil(N/8)). */
+ * bm = 0 for the gemv's grid (ceil(N/8)); walk: ws_grid's. */
 static gemm_plan gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  if (m <= GEMV_MAX_M && o->k[f->gemv]) return (gemm_plan){f->gemv, 0, 8, 1};
+  if (m <= GEMV_MAX_M && o->k[f->gemv]) return (gemm_plan){f->gemv, 0, 8, 1, 0};
   if (n && k) {
     const gemm_plan p = ws_split_pick(o, f, m, n, k);
     if (p.id != METRALE_K_COUNT) return p;
   }
   if (n && k && use_t128_splitk(o, f, m, n, k))
-    return use_t128_splitk4(o, f, m, n) ? (gemm_plan){f->t128_splitk4, 128, 128, 4}
-                                        : (gemm_plan){f->t128_splitk, 128, 128, f->t128_slices};
+    return use_t128_splitk4(o, f, m, n) ? (gemm_plan){f->t128_splitk4, 128, 128, 4, 0}
+                                        : (gemm_plan){f->t128_splitk, 128, 128, f->t128_slices, 0};
   if (use_ws(o, f, m, n))
-    return use_ws192(o, f, m, n) ? (gemm_plan){f->ws192, 128, 192, 1} : (gemm_plan){f->ws, 128, 256, 1};
-  if (use_t128(o, f->t128, m, n)) return (gemm_plan){f->t128, 128, 128, 1};
-  if (use_splitk(o, f, m, n, k)) return (gemm_plan){f->splitk, 64, 64, SPLITK};
-  return (gemm_plan){f->tile, 64, 64, 1};
+    return use_ws192(o, f, m, n) ? (gemm_plan){f->ws192, 128, 192, 1, 1} : (gemm_plan){f->ws, 128, 256, 1, 1};
+  if (use_t128(o, f->t128, m, n)) return (gemm_plan){f->t128, 128, 128, 1, 0};
+  if (use_splitk(o, f, m, n, k)) return (gemm_plan){f->splitk, 64, 64, SPLITK, 0};
+  return (gemm_plan){f->tile, 64, 64, 1, 0};
 }
 
 static const char *gemm_name(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
@@ -302,11 +303,29 @@ static metrale_status check_gemm_grid(uint32_t m) {
   return METRALE_OK;
 }
 
+/* The grid of a kernel whose blocks walk its tiles (kernels.def, the ws rows): one block an SM
+ * (they hold a whole SM's shared memory), fewer where there are fewer tiles.  pair 2: the
+ * kernel's clusters of two blocks walk pairs of tile rows (gemm_bf16_ws, gemm_f16_ws); this
+ * assumes every SM pair can hold a cluster at once (true of the H200's 66; a GPU whose GPCs
+ * hold fewer runs the clusters that do not fit after the others, correct but slower). */
+static gpu_dim3 ws_grid(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t bm, uint32_t bn, uint32_t pair) {
+  const uint64_t items = CEIL_DIV((uint64_t)CEIL_DIV(m, bm), pair) * CEIL_DIV(n, bn);
+  const uint64_t slots = metrale_device_backend(o->dev)->caps.sm_count / pair;
+  const uint64_t c = items < slots ? items : slots ? slots : 1u;
+  return (gpu_dim3){(uint32_t)(c * pair), 1, 1};
+}
+
+/* Blocks a ws kernel's clusters hold along x (the 16-bit x forms share w in pairs) */
+static uint32_t ws_pair(metrale_kernel_id id) {
+  return id == METRALE_K_gemm_bf16_ws || id == METRALE_K_gemm_f16_ws ? 2u : 1u;
+}
+
 static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_stream st, gpu_ptr y,
                                gpu_ptr x, gpu_ptr w, uint32_t m, uint32_t n, uint32_t k) {
   const gemm_plan p = gemm_pick(o, f, m, n, k);
   if (p.bm) METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-  const gpu_dim3 grid = {CEIL_DIV(n, p.bn), p.bm ? CEIL_DIV(m, p.bm) : 1u, p.slices};
+  const gpu_dim3 grid = p.walk ? ws_grid(o, m, n, p.bm, p.bn, ws_pair(p.id))
+                               : (gpu_dim3){CEIL_DIV(n, p.bn), p.bm ? CEIL_DIV(m, p.bm) : 1u, p.slices};
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
   return metrale_launch(o->dev, p.id, o->k[p.id], grid, st, args, 6);
 }
@@ -351,7 +370,8 @@ metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
 
 metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w, uint32_t m,
                            uint32_t n, uint32_t k) {
-  LAUNCH(o, st, gemm_f16_ws, CEIL_DIV(n, 256), CEIL_DIV(m, 128), P(y), P(x), P(w), U(m), U(n), U(k));
+  const gpu_dim3 grid = ws_grid(o, m, n, 128, 256, ws_pair(METRALE_K_gemm_f16_ws));
+  LAUNCH(o, st, gemm_f16_ws, grid.x, 1, P(y), P(x), P(w), U(m), U(n), U(k));
 }
 
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,
