@@ -489,20 +489,40 @@ __device__ __forceinline__ bool slot_at(uint64_t s, const int *__restrict__ tile
 }
 }  // namespace
 
+/* 4 ids of idx from j (those at r or beyond as -1): one 16-byte load where idx is aligned for
+ * it and all 4 exist. */
+__device__ __forceinline__ void ids4(const int *__restrict__ idx, uint64_t j, unsigned r, bool vec, int (&v)[4]) {
+  if (vec && j + 4u <= r) {
+    const int4 q = __ldg(reinterpret_cast<const int4 *>(idx + j));
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++) v[i] = j + i < r ? __ldg(idx + j + i) : -1;
+  }
+}
+
 /* Block x lists expert x: it counts the rows below and of its expert (o_x, c_x: no block
  * waits for another), writes its slots and the empty slots up to the next expert's first,
- * then walks idx in order placing its rows (a ballot and a prefix over the warps per 256
- * rows: stable).  The last block fills perm's tail with -1. */
+ * then walks idx in rounds of kSortBlock x kSortRows rows, thread t taking rows [t kSortRows,
+ * (t + 1) kSortRows) of a round, placing its hits after those of the threads before it (a
+ * block-wide prefix of the counts: stable).  The last block fills perm's tail with -1.  Each
+ * block reads idx up to twice (from L2); a round's rows a thread in one go keep the walk to
+ * ceil(R / 4096) dependent rounds (it was one a 256 rows: docs/perf-moe.md). */
+constexpr unsigned kSortRows = 16;
 MK_KERNEL(moe_sort)(int *__restrict__ perm, int *__restrict__ tiles, const int *__restrict__ idx, unsigned r,
                     unsigned e) {
-  constexpr unsigned W = kSortBlock / 32u;
+  constexpr unsigned W = kSortBlock / 32u, ROUND = kSortBlock * kSortRows;
   __shared__ unsigned red[2][W], warp_n[W];
   const unsigned x = blockIdx.x, tid = threadIdx.x, lane = tid % 32u, wid = tid / 32u;
   if (x >= e) return;
+  const bool vec = (reinterpret_cast<uintptr_t>(idx) & 15u) == 0;
   unsigned lt = 0, eq = 0;
-  for (unsigned j = tid; j < r; j += kSortBlock) {
-    const int v = idx[j];
-    if (v >= 0 && (unsigned)v < e) lt += (unsigned)v < x, eq += (unsigned)v == x;
+  for (uint64_t j = 4u * tid; j < r; j += 4u * kSortBlock) {
+    int v[4];
+    ids4(idx, j, r, vec, v);
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++)
+      if (v[i] >= 0 && (unsigned)v[i] < e) lt += (unsigned)v[i] < x, eq += (unsigned)v[i] == x;
   }
 #pragma unroll
   for (unsigned off = 16; off > 0; off >>= 1) {
@@ -526,15 +546,28 @@ MK_KERNEL(moe_sort)(int *__restrict__ perm, int *__restrict__ tiles, const int *
     }
   }
   unsigned pos = o;
-  for (unsigned j0 = 0; j0 < r && pos < o + c; j0 += kSortBlock) {
-    const unsigned j = j0 + tid;
-    const bool hit = j < r && idx[j] == (int)x;
-    const unsigned bal = __ballot_sync(0xffffffffu, hit);
-    if (lane == 0) warp_n[wid] = __popc(bal);
+  for (uint64_t j0 = 0; j0 < r && pos < o + c; j0 += ROUND) {
+    const uint64_t base = j0 + tid * kSortRows;
+    int v[kSortRows];
+#pragma unroll
+    for (unsigned q = 0; q < kSortRows; q += 4) ids4(idx, base + q, r, vec, *reinterpret_cast<int(*)[4]>(v + q));
+    unsigned n = 0;
+#pragma unroll
+    for (unsigned q = 0; q < kSortRows; q++) n += v[q] == (int)x;
+    unsigned incl = n; /* the warp's inclusive prefix of the counts */
+#pragma unroll
+    for (unsigned off = 1; off < 32; off <<= 1) {
+      const unsigned u = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += u;
+    }
+    if (lane == 31) warp_n[wid] = incl;
     __syncthreads();
     unsigned before = 0, all = 0;
     for (unsigned i = 0; i < W; i++) before += i < wid ? warp_n[i] : 0u, all += warp_n[i];
-    if (hit) perm[pos + before + __popc(bal & ((1u << lane) - 1u))] = (int)j;
+    unsigned at = pos + before + incl - n;
+#pragma unroll
+    for (unsigned q = 0; q < kSortRows; q++)
+      if (v[q] == (int)x) perm[at++] = (int)(base + q);
     pos += all;
     __syncthreads(); /* warp_n is rewritten next round */
   }
