@@ -785,6 +785,13 @@ MK_KERNEL_WS_PAIR(gemm_bf16_ws)(bf16 *y, const bf16 *x, const bf16 *w, unsigned 
 }
 MK_CHECK(gemm_bf16_ws, gemm);
 
+MK_KERNEL_WS_PAIR(gemm_bf16_f32_ws)(float *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
+  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, false, 2>(y, x, w, m, n, k);
+}
+MK_CHECK(gemm_bf16_f32_ws, gemm);
+static_assert(mk_block("gemm_bf16_f32_ws") == ws::THREADS && mk_shared("gemm_bf16_f32_ws") == mk_shared("gemm_bf16_ws"),
+              "gemm_bf16_ws's tile with f32 out");
+
 MK_KERNEL_WS(gemm_f32in_ws)(float *y, const float *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
   ws::gemm_tile_ws<float, true, kWsStagesF32>(y, x, w, m, n, k);
 }

@@ -198,6 +198,12 @@ Test(gemm, gemm_bf16_ws) {
 
 Test(gemm, gemm_bf16_ws_walk) { run_ws_walks(METRALE_K_gemm_bf16_ws, 0, 0, 256, 1); }
 
+Test(gemm, gemm_bf16_f32_ws) {
+  run_gemm_walk(METRALE_K_gemm_bf16_f32_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 0, 128, 256, 1,
+                (gpu_dim3){UINT32_MAX, 1, 1});
+  run_ws_walks(METRALE_K_gemm_bf16_f32_ws, 1, 0, 256, 1);
+}
+
 Test(gemm, gemm_f32in_ws) {
   run_gemm_grid(METRALE_K_gemm_f32in_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 1, 128, 256, 1);
 }

@@ -77,7 +77,7 @@ static const gemm_family GEMM_BF16 = {METRALE_K_gemv_bf16,          METRALE_K_ge
                                       {{METRALE_K_COUNT, METRALE_K_gemm_bf16_ws_splitk4, METRALE_K_gemm_bf16_ws_splitk8},
                                        {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_gemm_bf16_ws64_splitk8}},
                                       METRALE_K_COUNT};
-static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_COUNT, METRALE_K_COUNT,
+static const gemm_family GEMM_BF16_F32 = {METRALE_K_gemv_bf16_f32, METRALE_K_gemm_bf16_f32_ws, METRALE_K_COUNT,
                                           METRALE_K_COUNT,         METRALE_K_COUNT, METRALE_K_gemm_bf16_f32,
                                           0,                       METRALE_K_COUNT,
                                           {{METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
@@ -317,7 +317,7 @@ static gpu_dim3 ws_grid(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t b
 
 /* Blocks a ws kernel's clusters hold along x (the 16-bit x forms share w in pairs) */
 static uint32_t ws_pair(metrale_kernel_id id) {
-  return id == METRALE_K_gemm_bf16_ws || id == METRALE_K_gemm_f16_ws ? 2u : 1u;
+  return id == METRALE_K_gemm_bf16_ws || id == METRALE_K_gemm_bf16_f32_ws || id == METRALE_K_gemm_f16_ws ? 2u : 1u;
 }
 
 static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_stream st, gpu_ptr y,
