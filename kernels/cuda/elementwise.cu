@@ -1,4 +1,4 @@
-/* elementwise module: add, silu_mul, f32_to_f16. */
+/* elementwise module: add, silu_mul (and silu_mul_rows), f32_to_f16. */
 #include "common.cuh"
 
 MK_KERNEL(add)(bf16 *__restrict__ y, const bf16 *__restrict__ a, const bf16 *__restrict__ b,
@@ -18,6 +18,33 @@ MK_KERNEL(silu_mul)(bf16 *__restrict__ y, const bf16 *__restrict__ gu, unsigned 
     yr[i] = f32_to_bf16(silu_f(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
 }
 MK_CHECK(silu_mul, elementwise);
+
+/* silu_mul over the flattened [rows, n] outputs, 8 a thread: with n % 8 == 0 a thread's 8
+ * lie in one row, and one 16-byte load each of gate and up and one 16-byte store move them;
+ * otherwise element by element.  Same arithmetic a value as silu_mul. */
+MK_KERNEL(silu_mul_rows)(bf16 *__restrict__ y, const bf16 *__restrict__ gu, unsigned rows, unsigned n) {
+  const uint64_t total = (uint64_t)rows * n, i0 = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8u;
+  if (i0 >= total) return;
+  const bool vec = n % 8u == 0 && (reinterpret_cast<uintptr_t>(gu) & 15u) == 0 &&
+                   (reinterpret_cast<uintptr_t>(y) & 15u) == 0;
+  if (vec) {
+    const uint64_t r = i0 / n, c = i0 % n;
+    const uint4 g4 = *reinterpret_cast<const uint4 *>(gu + r * 2u * n + c);
+    const uint4 u4 = *reinterpret_cast<const uint4 *>(gu + r * 2u * n + n + c);
+    const bf16 *g = reinterpret_cast<const bf16 *>(&g4), *u = reinterpret_cast<const bf16 *>(&u4);
+    uint4 o4;
+    bf16 *o = reinterpret_cast<bf16 *>(&o4);
+#pragma unroll
+    for (unsigned q = 0; q < 8; q++) o[q] = f32_to_bf16(silu_f(bf16_to_f32(g[q])) * bf16_to_f32(u[q]));
+    *reinterpret_cast<uint4 *>(y + i0) = o4;
+    return;
+  }
+  for (uint64_t i = i0; i < i0 + 8u && i < total; i++) {
+    const uint64_t r = i / n, c = i % n;
+    y[i] = f32_to_bf16(silu_f(bf16_to_f32(gu[r * 2u * n + c])) * bf16_to_f32(gu[r * 2u * n + n + c]));
+  }
+}
+MK_CHECK(silu_mul_rows, elementwise);
 
 /* 1024 elements a block, four consecutive a thread: one 16-byte load and one 8-byte store
  * where the four are whole and aligned (the scalar form, four 4-byte loads and 2-byte stores

@@ -33,9 +33,11 @@ Test(elementwise, add) {
   cf_close(&ctx);
 }
 
-Test(elementwise, silu_mul) {
-  CF_BEGIN(ctx, k, METRALE_K_silu_mul);
-  static const struct { uint32_t rows, n; } shapes[] = {{1, 1}, {3, 7}, {2, 129}, {5, 1000}};
+/* silu_mul (a block a row) and silu_mul_rows (2048 outputs a block, 8 a thread: rows of 8k
+ * outputs take 16-byte vectors, others element by element; a thread's 8 across a row end) */
+static void check_silu_mul(metrale_kernel_id id) {
+  CF_BEGIN(ctx, k, id);
+  static const struct { uint32_t rows, n; } shapes[] = {{1, 1}, {3, 7}, {2, 129}, {5, 1000}, {9, 512}, {3, 2056}, {70, 13}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t rows = shapes[si].rows, n = shapes[si].n;
     size_t cnt = (size_t)rows * n;
@@ -50,7 +52,7 @@ Test(elementwise, silu_mul) {
       }
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_silu_mul, (gpu_dim3){rows, 1, 1});
+    cf_launch_init(&l, id, (gpu_dim3){id == METRALE_K_silu_mul ? rows : (uint32_t)((cnt + 2047) / 2048), 1, 1});
     int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
     int bg = cf_buf_add(&l, "gu", CF_BF16, CF_IN, 2 * cnt, gu, 0);
     cf_arg_buf(&l, by);
@@ -63,6 +65,10 @@ Test(elementwise, silu_mul) {
   }
   cf_close(&ctx);
 }
+
+Test(elementwise, silu_mul) { check_silu_mul(METRALE_K_silu_mul); }
+
+Test(elementwise, silu_mul_rows) { check_silu_mul(METRALE_K_silu_mul_rows); }
 
 /* f32_to_f16: exact, against bf16.h's conversion (itself checked against the compiler's
  * _Float16 in tests/unit/test_half.c).  Values across the whole half range and past it:
