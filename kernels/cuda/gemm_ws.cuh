@@ -123,11 +123,29 @@ template <typename XT> __device__ __forceinline__ bool tma_ok(const XT *x, const
   return vec_ok(x, K) && vec_ok(w, K);
 }
 
+/* The producer's walk: for each k step kt of each of the block's tiles (origin m0, n0), in
+ * order, once ring stage s is free (the consumers have released what it held NT.. steps
+ * before), fill(s, m0, n0, kt). */
+template <unsigned STAGES, unsigned SPLIT, unsigned BM, unsigned BN, unsigned PAIR, typename F>
+__device__ __forceinline__ void each_free_stage(uint64_t *empty, walk<SPLIT, BM, BN, PAIR> wk, unsigned M, unsigned N,
+                                                unsigned rank, unsigned NT, F &&fill) {
+  for (unsigned step = 0; wk.more(M, N); wk.next(M, N)) {
+    unsigned m0, n0;
+    wk.origin(M, N, rank, m0, n0);
+    for (unsigned kt = 0; kt < NT; kt++, step++) {
+      const unsigned s = step % STAGES;
+      if (step >= STAGES) mbar_wait(&empty[s], (step / STAGES - 1u) & 1u);
+      fill(s, m0, n0, kt);
+    }
+  }
+}
+
 /* The producer warpgroup, TMA form: warp 0 makes the block's two tensor maps (x [M, K] and
  * w [N, K], from the templates the backend wrote into the module) and publishes them into
- * this SM's slot (one block an SM: nobody else uses it meanwhile); then one thread copies k
- * steps 0..NT-1 into the ring, one x box and one w box a stage, each stage announced on
- * full[] with its byte count, the boxes' parts outside the matrices landing as zeros. */
+ * this SM's slot (one block an SM: nobody else uses it meanwhile); then one thread copies
+ * the k steps of the block's tiles into the ring, an x box and a w box a stage (PAIR 2: half
+ * of the w rows, into both blocks' stages), each stage announced on full[] with its byte
+ * count, the boxes' parts outside the matrices landing as zeros. */
 template <typename XT, unsigned STAGES, unsigned BM, unsigned BN, unsigned SPLIT, unsigned PAIR>
 __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
                                             const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
@@ -152,23 +170,17 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
   if (lane != 0) return;
   sm90::tmap_acquire(slot[0]);
   sm90::tmap_acquire(slot[1]);
-  for (unsigned step = 0; wk.more(M, N); wk.next(M, N)) {
-    unsigned m0, n0;
-    wk.origin(M, N, rank, m0, n0);
-    for (unsigned kt = 0; kt < NT; kt++, step++) {
-      const unsigned s = step % STAGES;
-      if (step >= STAGES) mbar_wait(&empty[s], (step / STAGES - 1u) & 1u);
-      const uint32_t at = s0 + s * R::STAGE;
-      const int k = (int)((kt0 + kt) * BK);
-      mbar_expect_tx(&full[s], R::STAGE); /* this block's x box and both halves of w */
-      tma_load_2d(at, slot[0], k, (int)m0, &full[s]);
-      if constexpr (PAIR == 1)
-        tma_load_2d(at + R::A_BYTES, slot[1], k, (int)n0, &full[s]);
-      else /* w rows [n0 + rank BN/2, + BN/2) into both blocks' stages */
-        sm90::tma_load_2d_multicast(at + R::A_BYTES + rank * (R::B_BYTES / PAIR), slot[1], k,
-                                    (int)(n0 + rank * (BN / PAIR)), &full[s], (uint16_t)((1u << PAIR) - 1u));
-    }
-  }
+  each_free_stage<STAGES>(empty, wk, M, N, rank, NT, [&](unsigned s, unsigned m0, unsigned n0, unsigned kt) {
+    const uint32_t at = s0 + s * R::STAGE;
+    const int k = (int)((kt0 + kt) * BK);
+    mbar_expect_tx(&full[s], R::STAGE); /* this block's x box and both halves of w */
+    tma_load_2d(at, slot[0], k, (int)m0, &full[s]);
+    if constexpr (PAIR == 1)
+      tma_load_2d(at + R::A_BYTES, slot[1], k, (int)n0, &full[s]);
+    else /* w rows [n0 + rank BN/2, + BN/2) into both blocks' stages */
+      sm90::tma_load_2d_multicast(at + R::A_BYTES + rank * (R::B_BYTES / PAIR), slot[1], k,
+                                  (int)(n0 + rank * (BN / PAIR)), &full[s], (uint16_t)((1u << PAIR) - 1u));
+  });
 }
 
 /* The producer warpgroup for rows TMA cannot describe: element loads and shared stores by
@@ -180,18 +192,12 @@ __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, ui
                                                  unsigned kt0, unsigned NT, unsigned rank) {
   using R = ring<XT, STAGES, BM, BN>;
   const unsigned tid = threadIdx.x % GROUP;
-  for (unsigned step = 0; wk.more(M, N); wk.next(M, N)) {
-    unsigned m0, n0;
-    wk.origin(M, N, rank, m0, n0);
-    for (unsigned kt = 0; kt < NT; kt++, step++) {
-      const unsigned s = step % STAGES;
-      if (step >= STAGES) mbar_wait(&empty[s], (step / STAGES - 1u) & 1u);
-      load_stage<BM, BN, XT, GROUP, typename R::LX>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt0 + kt, false,
-                                                    false, tid);
-      fence_proxy_async();
-      mbar_arrive(&full[s]);
-    }
-  }
+  each_free_stage<STAGES>(empty, wk, M, N, rank, NT, [&](unsigned s, unsigned m0, unsigned n0, unsigned kt) {
+    load_stage<BM, BN, XT, GROUP, typename R::LX>(s0 + s * R::STAGE, x, w, M, N, K, m0, n0, kt0 + kt, false, false,
+                                                  tid);
+    fence_proxy_async();
+    mbar_arrive(&full[s]);
+  });
 }
 
 /* A barrier of the two consumer warpgroups only (named barrier 1; 0 is __syncthreads'). */
