@@ -201,6 +201,8 @@ static void compare_with_oracle(cf_ctx *ctx, cf_buf *b, const void *oracle) {
   snprintf(what, sizeof what, "%s vs cpu oracle", b->name);
   if (b->type == CF_BF16)
     cf_check_bf16(ctx, what, b->result, ref, n, b->oracle_tol);
+  else if (b->scale)
+    cf_check_f32_scaled(ctx, what, b->result, ref, b->scale, n, b->oracle_tol);
   else
     cf_check_f32(ctx, what, b->result, ref, n, b->oracle_tol);
   free(ref);
@@ -253,6 +255,26 @@ void cf_check_f32(cf_ctx *ctx, const char *what, const float *got, const double 
   log_nmse(ctx, what, e, tol);
   CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
   CF_EXPECT(ctx, e <= tol, "%s: NMSE %.3g > %.3g over %zu values", what, e, tol, n);
+}
+
+void cf_check_f32_scaled(cf_ctx *ctx, const char *what, const float *got, const double *ref,
+                         const double *scale, size_t n, double tol) {
+  size_t bad = 0;
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(got[i])) {
+      bad++;
+      continue;
+    }
+    const double d = (double)got[i] - ref[i];
+    num += d * d;
+    den += scale[i] * scale[i];
+  }
+  const double e = den > 0.0 ? num / den : num == 0.0 ? 0.0 : INFINITY;
+  log_nmse(ctx, what, e, tol);
+  CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
+  CF_EXPECT(ctx, e <= tol, "%s: error %.3g relative to the terms' scale > %.3g over %zu values", what, e,
+            tol, n);
 }
 
 void cf_check_exact(cf_ctx *ctx, const char *what, const void *got, const void *want,
