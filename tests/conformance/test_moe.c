@@ -186,13 +186,15 @@ Test(moe, moe_down) {
   cf_close(&ctx);
 }
 
-/* moe_combine (grid.x = T) and moe_combine_wide (grid = (T, ceil(H/256))): the same op. */
+/* moe_combine (grid.x = T) and moe_combine_wide (grid = (T, ceil(H/256))): the same op;
+ * k past the 16 experts the wide kernel loads ahead. */
 static void check_combine(metrale_kernel_id id, uint32_t feat_per_block) {
   CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t t, k, h, ld, col;
   } shapes[] = {{1, 1, 7, 3, 2},   {4, 2, 129, 10, 9},     {6, 8, 64, 65, 64},
-                {3, 3, 1000, 1, 0}, {1, 10, 2048, 513, 512}, {2, 5, 257, 4, 1}};
+                {3, 3, 1000, 1, 0}, {1, 10, 2048, 513, 512}, {2, 5, 257, 4, 1},
+                {2, 20, 1028, 21, 20}, {3, 18, 13, 19, 0}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, k = shapes[si].k, h = shapes[si].h, ld = shapes[si].ld;
     uint32_t col = shapes[si].col;
