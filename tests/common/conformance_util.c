@@ -56,6 +56,11 @@ double mt_round_bf16(double x) {
 }
 
 double mt_nmse(const double *a, const double *b, size_t n, size_t *out_nonfinite) {
+  return mt_nmse_scaled(a, b, NULL, n, out_nonfinite);
+}
+
+double mt_nmse_scaled(const double *a, const double *b, const double *scale, size_t n, size_t *out_nonfinite) {
+  if (!scale) scale = b;
   double num = 0.0, den = 0.0;
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) {
@@ -65,7 +70,7 @@ double mt_nmse(const double *a, const double *b, size_t n, size_t *out_nonfinite
     }
     double d = a[i] - b[i];
     num += d * d;
-    den += b[i] * b[i];
+    den += scale[i] * scale[i];
   }
   if (out_nonfinite) *out_nonfinite = bad;
   if (den == 0.0) return num == 0.0 ? 0.0 : INFINITY;
@@ -90,10 +95,14 @@ double mt_nmse_bf16(const metrale_bf16 *a, const double *b, size_t n, size_t *ou
 }
 
 double mt_nmse_f32(const float *a, const double *b, size_t n, size_t *out_nonfinite) {
+  return mt_nmse_f32_scaled(a, b, NULL, n, out_nonfinite);
+}
+
+double mt_nmse_f32_scaled(const float *a, const double *b, const double *scale, size_t n, size_t *out_nonfinite) {
   double *w = malloc((n ? n : 1) * sizeof *w);
   if (!w) return NAN;
   mt_f32_to_double(w, a, n);
-  double r = mt_nmse(w, b, n, out_nonfinite);
+  double r = mt_nmse_scaled(w, b, scale, n, out_nonfinite);
   free(w);
   return r;
 }

@@ -201,10 +201,8 @@ static void compare_with_oracle(cf_ctx *ctx, cf_buf *b, const void *oracle) {
   snprintf(what, sizeof what, "%s vs cpu oracle", b->name);
   if (b->type == CF_BF16)
     cf_check_bf16(ctx, what, b->result, ref, n, b->oracle_tol);
-  else if (b->scale)
-    cf_check_f32_scaled(ctx, what, b->result, ref, b->scale, n, b->oracle_tol);
   else
-    cf_check_f32(ctx, what, b->result, ref, n, b->oracle_tol);
+    cf_check_f32_scaled(ctx, what, b->result, ref, b->scale, n, b->oracle_tol);
   free(ref);
 }
 
@@ -250,31 +248,17 @@ void cf_check_bf16(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const
 
 void cf_check_f32(cf_ctx *ctx, const char *what, const float *got, const double *ref, size_t n,
                   double tol) {
-  size_t bad = 0;
-  double e = mt_nmse_f32(got, ref, n, &bad);
-  log_nmse(ctx, what, e, tol);
-  CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
-  CF_EXPECT(ctx, e <= tol, "%s: NMSE %.3g > %.3g over %zu values", what, e, tol, n);
+  cf_check_f32_scaled(ctx, what, got, ref, NULL, n, tol);
 }
 
 void cf_check_f32_scaled(cf_ctx *ctx, const char *what, const float *got, const double *ref,
                          const double *scale, size_t n, double tol) {
   size_t bad = 0;
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(got[i])) {
-      bad++;
-      continue;
-    }
-    const double d = (double)got[i] - ref[i];
-    num += d * d;
-    den += scale[i] * scale[i];
-  }
-  const double e = den > 0.0 ? num / den : num == 0.0 ? 0.0 : INFINITY;
+  double e = mt_nmse_f32_scaled(got, ref, scale, n, &bad);
   log_nmse(ctx, what, e, tol);
   CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
-  CF_EXPECT(ctx, e <= tol, "%s: error %.3g relative to the terms' scale > %.3g over %zu values", what, e,
-            tol, n);
+  CF_EXPECT(ctx, e <= tol, "%s: %s %.3g > %.3g over %zu values", what,
+            scale ? "error relative to the terms' scale" : "NMSE", e, tol, n);
 }
 
 void cf_check_exact(cf_ctx *ctx, const char *what, const void *got, const void *want,

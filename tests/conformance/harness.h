@@ -88,10 +88,10 @@ int cf_run(cf_ctx *ctx, cf_launch *l, gpu_kernel kernel);
 /* Result checks against the test's own reference. */
 void cf_check_bf16(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const double *ref,
                    size_t n, double tol);
-/* As cf_check_f32, with the error taken against per-value scales instead of the values:
- * sum (got - ref)^2 / sum scale^2.  For sums whose terms can cancel (a value near zero made
- * of terms of size 1 carries their f32 rounding, not its own): scale = the sum of the terms'
- * magnitudes. */
+/* As cf_check_f32, with the error taken against per-value scales instead of the values
+ * (mt_nmse_scaled; scale NULL: cf_check_f32).  For sums whose terms can cancel (a value near
+ * zero made of terms of size 1 carries their f32 rounding, not its own): scale = the sum of
+ * the terms' magnitudes. */
 void cf_check_f32_scaled(cf_ctx *ctx, const char *what, const float *got, const double *ref,
                          const double *scale, size_t n, double tol);
 void cf_check_f32(cf_ctx *ctx, const char *what, const float *got, const double *ref, size_t n,
