@@ -67,6 +67,25 @@ constexpr unsigned mk_shared(const char *name) {
   return 0;
 }
 
+/* METRALE_KERNEL_CLUSTER rows: the blocks a cluster along grid.x (1 for a kernel not listed). */
+struct mk_cluster_row {
+  const char *name;
+  unsigned x;
+};
+constexpr mk_cluster_row mk_cluster_rows[] = {
+#define METRALE_KERNEL(id, module, block, sig, req, fallback, contract)
+#define METRALE_KERNEL_CLUSTER(id, x) {#id, x},
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL_CLUSTER
+#undef METRALE_KERNEL
+    {"", 1},
+};
+constexpr unsigned mk_cluster(const char *name) {
+  for (unsigned i = 0; i + 1 < sizeof mk_cluster_rows / sizeof mk_cluster_rows[0]; i++)
+    if (mk_streq(mk_cluster_rows[i].name, name)) return mk_cluster_rows[i].x;
+  return 1;
+}
+
 /* Early start (kernels.def METRALE_KERNEL_EARLY_START): a kernel so marked calls
  * mk_wait_prior() before its first memory access other than prefetch_l2; a kernel calls
  * mk_allow_next() where the kernel after it may start (its blocks then wait in

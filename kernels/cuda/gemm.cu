@@ -776,17 +776,20 @@ static_assert(mk_block("gemm_bf16_ws") == ws::THREADS && mk_block("gemm_f32in_ws
                   mk_block("gemm_f32in_hi_ws") == ws::THREADS && mk_shared("gemm_f32in_hi_ws") == mk_shared("gemm_f32in_ws"),
               "a producer warpgroup and two consumer warpgroups");
 #define MK_KERNEL_WS(name) extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) name
-/* the 16-bit x forms: clusters of two blocks sharing w (ws::walk, PAIR 2) */
+/* the 16-bit x forms: clusters of two blocks sharing w (ws::walk, PAIR; kernels.def
+ * METRALE_KERNEL_CLUSTER rows) */
 #define MK_KERNEL_WS_PAIR(name) \
-  extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(2, 1, 1) name
+  extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(mk_cluster(#name), 1, 1) name
+constexpr unsigned kPairBf16 = mk_cluster("gemm_bf16_ws"), kPairBf16F32 = mk_cluster("gemm_bf16_f32_ws"),
+                   kPairF16 = mk_cluster("gemm_f16_ws");
 
 MK_KERNEL_WS_PAIR(gemm_bf16_ws)(bf16 *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  ws::gemm_tile_ws<bf16, false, kWsStagesBf16, true, 1, 256, 128, false, 2>(y, x, w, m, n, k);
+  ws::gemm_tile_ws<bf16, false, kWsStagesBf16, true, 1, 256, 128, false, kPairBf16>(y, x, w, m, n, k);
 }
 MK_CHECK(gemm_bf16_ws, gemm);
 
 MK_KERNEL_WS_PAIR(gemm_bf16_f32_ws)(float *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, false, 2>(y, x, w, m, n, k);
+  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, false, kPairBf16F32>(y, x, w, m, n, k);
 }
 MK_CHECK(gemm_bf16_f32_ws, gemm);
 static_assert(mk_block("gemm_bf16_f32_ws") == ws::THREADS && mk_shared("gemm_bf16_f32_ws") == mk_shared("gemm_bf16_ws"),
@@ -804,7 +807,7 @@ MK_CHECK(gemm_f32in_hi_ws, gemm);
 
 /* x and w IEEE halves in 16-bit storage (TMA copies bits, so bf16's maps serve), y f32 */
 MK_KERNEL_WS_PAIR(gemm_f16_ws)(float *y, const bf16 *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {
-  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, 2>(y, x, w, m, n, k);
+  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, kPairF16>(y, x, w, m, n, k);
 }
 MK_CHECK(gemm_f16_ws, gemm);
 static_assert(mk_block("gemm_f16_ws") == ws::THREADS && mk_shared("gemm_f16_ws") == mk_shared("gemm_bf16_ws"),

@@ -65,12 +65,19 @@ static void ref_gemm(double *y, const metrale_bf16 *x, const float *xf, int roun
     }
 }
 
+/* The grid that gives every block (or cluster: kernels.def METRALE_KERNEL_CLUSTER) one tile
+ * (pair of tile rows) of tile x tile_n outputs, K in gz slices; tile 0: the gemv's. */
+static gpu_dim3 tile_grid(metrale_kernel_id id, const mnk *s, uint32_t tile, uint32_t tile_n, uint32_t gz) {
+  if (tile == 0) return (gpu_dim3){(s->n + 7) / 8, 1, 1};
+  const uint32_t cx = metrale_kernel_info_get(id)->cluster_x, rows = (s->m + tile - 1) / tile;
+  if (cx > 1) return (gpu_dim3){cx * ((rows + cx - 1) / cx) * ((s->n + tile_n - 1) / tile_n), 1, gz};
+  return (gpu_dim3){(s->n + tile_n - 1) / tile_n, rows, gz};
+}
+
 /* out_f32: y is f32.  in_f32: x is f32 (gemm_f32in; 2: gemm_f32in_hi_ws, x taken as
  * bf16(x)).  tile: 0 for the gemv grid
- * (ceil(N/8)), else the output tile's rows; tile_n its columns: grid (ceil(N/tile_n),
- * ceil(M/tile), gz), or `walk` where walk.x > 0 (the ws rows, whose blocks walk the tiles;
- * UINT32_MAX: pair_grid). */
-static gpu_dim3 pair_grid(const mnk *s);
+ * (ceil(N/8)), else the output tile's rows; tile_n its columns: tile_grid, or `walk` where
+ * walk.x > 0 (the ws rows, whose blocks walk the tiles). */
 static void run_gemm_walk(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32, int in_f32,
                           uint32_t tile, uint32_t tile_n, uint32_t gz, gpu_dim3 walk) {
   CF_BEGIN(ctx, kern, id);
@@ -86,10 +93,7 @@ static void run_gemm_walk(metrale_kernel_id id, const mnk *shapes, size_t nshape
     double *ref = cf_alloc(ny, sizeof(double));
     ref_gemm(ref, x, xf, in_f32 == 2, w, s);
 
-    gpu_dim3 grid = walk.x == UINT32_MAX ? pair_grid(s)
-                    : walk.x                         ? walk
-                    : tile == 0                      ? (gpu_dim3){(s->n + 7) / 8, 1, 1}
-                                : (gpu_dim3){(s->n + tile_n - 1) / tile_n, (s->m + tile - 1) / tile, gz};
+    const gpu_dim3 grid = walk.x ? walk : tile_grid(id, s, tile, tile_n, gz);
     double tol = in_f32 == 1 ? TOL_TF32 : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
     cf_launch l;
     cf_launch_init(&l, id, grid);
@@ -123,19 +127,16 @@ static void run_gemm_grid(metrale_kernel_id id, const mnk *shapes, size_t nshape
 /* The whole-K ws rows on grids smaller than their tile grids: one block walking every tile
  * (the ring's stage phases running on across tiles of odd step counts), three blocks, and a
  * 2 x 2 grid (blocks numbered y * gx + x); ws_shapes have up to 9 tiles.  The forms whose
- * clusters of two blocks share w walk pairs of tile rows (gemm_bf16_ws, gemm_f16_ws): one
- * cluster, three, and two in a 2 x 2 grid, over up to 5 pairs, some with a second row past M. */
+ * clusters of two blocks share w (METRALE_KERNEL_CLUSTER) walk pairs of tile rows: one
+ * cluster, three, and four in a 4 x 2 grid, over up to 5 pairs, some with a second row past M. */
 static const gpu_dim3 WALKS[] = {{1, 1, 1}, {3, 1, 1}, {2, 2, 1}};
-static const gpu_dim3 PAIR_WALKS[] = {{2, 1, 1}, {6, 1, 1}, {2, 2, 1}};
-static void run_ws_walks(metrale_kernel_id id, int out_f32, int in_f32, uint32_t tile_n, int pairs) {
-  const gpu_dim3 *walks = pairs ? PAIR_WALKS : WALKS;
-  for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++)
-    run_gemm_walk(id, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], out_f32, in_f32, 128, tile_n, 1, walks[i]);
+static gpu_dim3 walk_grid(metrale_kernel_id id, size_t i) {
+  return (gpu_dim3){WALKS[i].x * metrale_kernel_info_get(id)->cluster_x, WALKS[i].y, 1};
 }
-
-/* One cluster of two a pair of 128-row tiles: the grid that gives every cluster one item. */
-static gpu_dim3 pair_grid(const mnk *s) {
-  return (gpu_dim3){2 * ((s->m + 255) / 256) * ((s->n + 255) / 256), 1, 1};
+static void run_ws_walks(metrale_kernel_id id, int out_f32, int in_f32, uint32_t tile_n) {
+  for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++)
+    run_gemm_walk(id, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], out_f32, in_f32, 128, tile_n, 1,
+                  walk_grid(id, i));
 }
 
 static void run_gemm_xz(metrale_kernel_id id, const mnk *shapes, size_t nshapes, int out_f32,
@@ -192,23 +193,21 @@ Test(gemm, gemm_f32in_t128) {
 }
 
 Test(gemm, gemm_bf16_ws) {
-  run_gemm_walk(METRALE_K_gemm_bf16_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 0, 0, 128, 256, 1,
-                (gpu_dim3){UINT32_MAX, 1, 1});
+  run_gemm_grid(METRALE_K_gemm_bf16_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 0, 0, 128, 256, 1);
 }
 
-Test(gemm, gemm_bf16_ws_walk) { run_ws_walks(METRALE_K_gemm_bf16_ws, 0, 0, 256, 1); }
+Test(gemm, gemm_bf16_ws_walk) { run_ws_walks(METRALE_K_gemm_bf16_ws, 0, 0, 256); }
 
 Test(gemm, gemm_bf16_f32_ws) {
-  run_gemm_walk(METRALE_K_gemm_bf16_f32_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 0, 128, 256, 1,
-                (gpu_dim3){UINT32_MAX, 1, 1});
-  run_ws_walks(METRALE_K_gemm_bf16_f32_ws, 1, 0, 256, 1);
+  run_gemm_grid(METRALE_K_gemm_bf16_f32_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 0, 128, 256, 1);
+  run_ws_walks(METRALE_K_gemm_bf16_f32_ws, 1, 0, 256);
 }
 
 Test(gemm, gemm_f32in_ws) {
   run_gemm_grid(METRALE_K_gemm_f32in_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 1, 128, 256, 1);
 }
 
-Test(gemm, gemm_f32in_ws_walk) { run_ws_walks(METRALE_K_gemm_f32in_ws, 1, 1, 256, 0); }
+Test(gemm, gemm_f32in_ws_walk) { run_ws_walks(METRALE_K_gemm_f32in_ws, 1, 1, 256); }
 
 /* against the product of bf16(x): a kernel that kept x's low part would fail (its
  * difference from that reference is ~2^-9 relative, far above CF_TOL_F32) */
@@ -216,7 +215,7 @@ Test(gemm, gemm_f32in_hi_ws) {
   run_gemm_grid(METRALE_K_gemm_f32in_hi_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 2, 128, 256, 1);
 }
 
-Test(gemm, gemm_f32in_hi_ws_walk) { run_ws_walks(METRALE_K_gemm_f32in_hi_ws, 1, 2, 256, 0); }
+Test(gemm, gemm_f32in_hi_ws_walk) { run_ws_walks(METRALE_K_gemm_f32in_hi_ws, 1, 2, 256); }
 
 Test(gemm, gemm_bf16_t128_splitk) {
   run_gemm_xz(METRALE_K_gemm_bf16_t128_splitk, t128_splitk_shapes,
@@ -232,7 +231,7 @@ Test(gemm, gemm_f32in_ws192) {
   run_gemm_grid(METRALE_K_gemm_f32in_ws192, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 1, 1, 128, 192, 1);
 }
 
-Test(gemm, gemm_f32in_ws192_walk) { run_ws_walks(METRALE_K_gemm_f32in_ws192, 1, 1, 192, 0); }
+Test(gemm, gemm_f32in_ws192_walk) { run_ws_walks(METRALE_K_gemm_f32in_ws192, 1, 1, 192); }
 
 Test(gemm, gemm_bf16_ws_splitk4) { run_ws_split(METRALE_K_gemm_bf16_ws_splitk4, 0, 128, 4); }
 
@@ -276,7 +275,7 @@ static void run_gemm_f16_ws(gpu_dim3 walk) {
         ref[(size_t)i * s->n + j] = acc;
       }
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_gemm_f16_ws, walk.x ? walk : pair_grid(s));
+    cf_launch_init(&l, METRALE_K_gemm_f16_ws, walk.x ? walk : tile_grid(METRALE_K_gemm_f16_ws, s, 128, 256, 1));
     int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
     int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0); /* 16-bit words holding halves */
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
@@ -296,5 +295,5 @@ static void run_gemm_f16_ws(gpu_dim3 walk) {
 Test(gemm, gemm_f16_ws) { run_gemm_f16_ws((gpu_dim3){0, 0, 0}); }
 
 Test(gemm, gemm_f16_ws_walk) {
-  for (size_t i = 0; i < sizeof PAIR_WALKS / sizeof PAIR_WALKS[0]; i++) run_gemm_f16_ws(PAIR_WALKS[i]);
+  for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++) run_gemm_f16_ws(walk_grid(METRALE_K_gemm_f16_ws, i));
 }

@@ -70,6 +70,11 @@ Test(launch, wrong_arguments_are_rejected) {
     expect_code(&ctx,
                 metrale_launch(ctx.dev, (metrale_kernel_id)id, 0, grid, NULL, args, info->nargs),
                 METRALE_CODE_INVALID_ARGUMENT, "null kernel handle");
+    if (info->cluster_x > 1) /* kernels.def METRALE_KERNEL_CLUSTER: whole clusters along x */
+      expect_code(&ctx,
+                  metrale_launch(ctx.dev, (metrale_kernel_id)id, k, (gpu_dim3){info->cluster_x + 1, 1, 1}, NULL,
+                                 args, info->nargs),
+                  METRALE_CODE_INVALID_ARGUMENT, "grid.x not a multiple of the kernel's clusters");
   }
   expect_code(&ctx, metrale_launch(ctx.dev, METRALE_K_COUNT, 1, grid, NULL, NULL, 0),
               METRALE_CODE_INVALID_ARGUMENT, "kernel id outside the manifest");

@@ -35,6 +35,7 @@ typedef struct metrale_kernel_info {
   const char *contract;
   uint32_t shared_bytes; /* dynamic shared memory of every launch (METRALE_KERNEL_SHARED) */
   int early_start;       /* may start before its predecessor ends (METRALE_KERNEL_EARLY_START) */
+  uint32_t cluster_x;    /* blocks a cluster along grid.x (METRALE_KERNEL_CLUSTER), 1 for none */
   metrale_kernel_id same_op; /* the kernel whose op this one computes (METRALE_KERNEL_SAME_OP),
                                 or METRALE_K_COUNT */
   /* parsed signature */

@@ -146,6 +146,9 @@ metrale_status metrale_launch(metrale_device *dev, metrale_kernel_id id, gpu_ker
     return METRALE_ERROR(INVALID_ARGUMENT, "launch of %s.%s with a null kernel handle",
                          info->module, info->name);
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return METRALE_OK; /* empty work */
+  if (grid.x % info->cluster_x)
+    return METRALE_ERROR(INVALID_ARGUMENT, "launch of %s.%s: grid.x %u is not a multiple of its clusters' %u blocks",
+                         info->module, info->name, grid.x, info->cluster_x);
   gpu_dim3 block = {info->block, 1, 1};
   metrale_status s =
       dev->be->vt->launch(dev->be, kernel, grid, block, info->shared_bytes, stream, args, nargs);

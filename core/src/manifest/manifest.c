@@ -36,6 +36,19 @@ static const metrale_kernel_id early_rows[] = {
     METRALE_K_COUNT,
 };
 
+/* METRALE_KERNEL_CLUSTER rows, and an end mark. */
+static const struct {
+  metrale_kernel_id id;
+  uint32_t x;
+} cluster_rows[] = {
+#define METRALE_KERNEL(id_, module_, block_, sig_, req_, fallback_, contract_)
+#define METRALE_KERNEL_CLUSTER(id_, x_) {METRALE_K_##id_, x_},
+#include "metrale/kernels.def"
+#undef METRALE_KERNEL_CLUSTER
+#undef METRALE_KERNEL
+    {METRALE_K_COUNT, 0},
+};
+
 /* METRALE_KERNEL_SAME_OP rows, and an end mark. */
 static const struct {
   metrale_kernel_id id, as;
@@ -89,6 +102,8 @@ static void parse_all(void) {
   }
   for (size_t i = 0; shared_rows[i].id != METRALE_K_COUNT; i++) table[shared_rows[i].id].shared_bytes = shared_rows[i].bytes;
   for (size_t i = 0; early_rows[i] != METRALE_K_COUNT; i++) table[early_rows[i]].early_start = 1;
+  for (int k = 0; k < METRALE_K_COUNT; k++) table[k].cluster_x = 1;
+  for (size_t i = 0; cluster_rows[i].id != METRALE_K_COUNT; i++) table[cluster_rows[i].id].cluster_x = cluster_rows[i].x;
   for (int k = 0; k < METRALE_K_COUNT; k++) table[k].same_op = METRALE_K_COUNT;
   for (size_t i = 0; same_op_rows[i].id != METRALE_K_COUNT; i++) table[same_op_rows[i].id].same_op = same_op_rows[i].as;
 }

@@ -308,28 +308,25 @@ static metrale_status check_gemm_grid(uint32_t m) {
   return METRALE_OK;
 }
 
-/* The grid of a kernel whose blocks walk its tiles (kernels.def, the ws rows): one block an SM
- * (they hold a whole SM's shared memory), fewer where there are fewer tiles.  pair 2: the
- * kernel's clusters of two blocks walk pairs of tile rows (gemm_bf16_ws, gemm_f16_ws); this
- * assumes every SM pair can hold a cluster at once (true of the H200's 66; a GPU whose GPCs
- * hold fewer runs the clusters that do not fit after the others, correct but slower). */
-static gpu_dim3 ws_grid(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t bm, uint32_t bn, uint32_t pair) {
+/* The grid of kernel id, whose blocks walk its tiles (kernels.def, the ws rows): one block an
+ * SM (they hold a whole SM's shared memory), fewer where there are fewer tiles.  A kernel with
+ * clusters of two (METRALE_KERNEL_CLUSTER) walks pairs of tile rows a cluster; this assumes
+ * every SM pair can hold a cluster at once (true of the H200's 66; a GPU whose GPCs hold fewer
+ * runs the clusters that do not fit after the others, correct but slower). */
+static gpu_dim3 ws_grid(const metrale_ops *o, metrale_kernel_id id, uint32_t m, uint32_t n, uint32_t bm,
+                        uint32_t bn) {
+  const uint32_t pair = metrale_kernel_info_get(id)->cluster_x;
   const uint64_t items = CEIL_DIV((uint64_t)CEIL_DIV(m, bm), pair) * CEIL_DIV(n, bn);
   const uint64_t slots = metrale_device_backend(o->dev)->caps.sm_count / pair;
   const uint64_t c = items < slots ? items : slots ? slots : 1u;
   return (gpu_dim3){(uint32_t)(c * pair), 1, 1};
 }
 
-/* Blocks a ws kernel's clusters hold along x (the 16-bit x forms share w in pairs) */
-static uint32_t ws_pair(metrale_kernel_id id) {
-  return id == METRALE_K_gemm_bf16_ws || id == METRALE_K_gemm_bf16_f32_ws || id == METRALE_K_gemm_f16_ws ? 2u : 1u;
-}
-
 static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_stream st, gpu_ptr y,
                                gpu_ptr x, gpu_ptr w, uint32_t m, uint32_t n, uint32_t k) {
   const gemm_plan p = gemm_pick(o, f, m, n, k);
   if (p.bm) METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
-  const gpu_dim3 grid = p.walk ? ws_grid(o, m, n, p.bm, p.bn, ws_pair(p.id))
+  const gpu_dim3 grid = p.walk ? ws_grid(o, p.id, m, n, p.bm, p.bn)
                                : (gpu_dim3){CEIL_DIV(n, p.bn), p.bm ? CEIL_DIV(m, p.bm) : 1u, p.slices};
   const gpu_arg args[] = {P(y), P(x), P(w), U(m), U(n), U(k)};
   return metrale_launch(o->dev, p.id, o->k[p.id], grid, st, args, 6);
@@ -375,7 +372,7 @@ metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
 
 metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w, uint32_t m,
                            uint32_t n, uint32_t k) {
-  const gpu_dim3 grid = ws_grid(o, m, n, 128, 256, ws_pair(METRALE_K_gemm_f16_ws));
+  const gpu_dim3 grid = ws_grid(o, METRALE_K_gemm_f16_ws, m, n, 128, 256);
   LAUNCH(o, st, gemm_f16_ws, grid.x, 1, P(y), P(x), P(w), U(m), U(n), U(k));
 }
 
