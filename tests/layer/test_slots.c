@@ -163,6 +163,63 @@ static char *describe(const metrale_qwen3_ssm_layer *L) {
   return text;
 }
 
+/* A decode batch that fills gemm_f16_ws's 128x256 tiles for all of in_proj (P = 4640 columns,
+ * 19 tiles wide: from 385 tokens on an H200's 132 SMs) projects on fp16 x (mixer.c), b and a
+ * included; it agrees with the prefill and the split as the f32-x decode does, and the audit
+ * names the path from a batch no larger than this one (the test claims GPU_CAP_F16_TENSOR, as
+ * in_proj_beyond_half_range_keeps_f32_x does).  dv = 16 keeps 385 slots of state small; it
+ * also keeps the fused decode kernels out, so the split, which writes the bytes the fp16 x
+ * borrowed, runs after the projection. */
+Test(modes, large_decode_batch_on_f16_proj, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  gpu_backend *be = metrale_device_backend(dev);
+  be->caps.flags |= GPU_CAP_F16_TENSOR;
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  cfg.hidden_size = 256;
+  cfg.nk = 16, cfg.nv = 16, cfg.dk = 128, cfg.dv = 16; /* C = 4352, z = 256, P = 4640 */
+  enum { NSEQ = 385 };
+  uint32_t lens[NSEQ];
+  for (uint32_t i = 0; i < NSEQ; i++) lens[i] = 2;
+
+  metrale_random_source rs = {53};
+  metrale_qwen3_ssm_layer *L = NULL;
+  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
+  gpu_kernel k16 = 0;
+  metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
+  const int has16 = s == NULL;
+  metrale_status_free(s);
+  char *text = describe(L);
+  const char *at = strstr(text, "(decode from ");
+  if (has16) {
+    cr_assert(at != NULL, "the audit names no fp16 decode projection:\n%s", text);
+    const unsigned from = (unsigned)strtoul(at + strlen("(decode from "), NULL, 10);
+    cr_expect(from >= 1 && from <= NSEQ, "the fp16 decode projection starts at %u tokens, past %u", from, NSEQ);
+  } else {
+    cr_expect(at == NULL, "the audit names an fp16 decode projection without gemm_f16_ws:\n%s", text);
+    cr_log_info("this backend has no gemm.gemm_f16_ws: decode keeps f32 x");
+  }
+  free(text);
+  metrale_qwen3_ssm_layer_destroy(L);
+
+  float *x = random_x(2ull * NSEQ * cfg.hidden_size, 59);
+  expect_modes_agree(dev, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, 1);
+  /* The conv state holds the projections' q|k|v rows as they were: a prefill of these 770
+   * tokens projects them on fp16 x too (white box: q|k|v alone is 17 tiles wide), by the same
+   * sums, so the decode's equal it bit for bit on the fp16 path and differ on f32 x. */
+  lt_run pre, dec;
+  lt_run_init(&pre, dev, NULL, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, NSEQ);
+  lt_run_init(&dec, dev, NULL, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, NSEQ);
+  lt_run_mode(&pre, MODE_PREFILL, 0);
+  lt_run_mode(&dec, MODE_DECODE, 0);
+  lt_run_read_states(&pre), lt_run_read_states(&dec);
+  const int same = memcmp(pre.conv, dec.conv, pre.cf * NSEQ * sizeof *pre.conv) == 0;
+  if (has16) cr_expect(same, "the decode's conv state is not the fp16 prefill's: its projection did not run on fp16 x");
+  lt_run_free(&pre), lt_run_free(&dec);
+  free(x);
+  metrale_device_destroy(dev);
+}
+
 /* Where the backend runs the prefill's q|k|v and z on IEEE half operands (gemm_f16_ws; the
  * test claims GPU_CAP_F16_TENSOR for the backend, so that the cpu, which has the kernels but
  * not their speed, takes that path too), a

@@ -100,7 +100,8 @@ static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K
                                            {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}},
                                           METRALE_K_COUNT};
 
-/* q|k|v and z at prefill on IEEE half operands: the ws tile only */
+/* q|k|v and z at prefill, in_proj at large decode batches, on IEEE half operands: the ws
+ * tile only (128x192 tiles lost at decode 129..256: docs/perf-gemm.md) */
 static const gemm_family GEMM_F16 = {METRALE_K_COUNT, METRALE_K_gemm_f16_ws,
                                      METRALE_K_COUNT, METRALE_K_COUNT,
                                      METRALE_K_COUNT, METRALE_K_COUNT,
@@ -198,7 +199,7 @@ static int use_ws192(const metrale_ops *o, const gemm_family *f, uint32_t m, uin
  * split) runs on, and its launch shape (kernels.def): grid (ceil(N/bn), ceil(M/bm), slices);
  * bm = 0 for the gemv's grid (ceil(N/8)); walk: ws_grid's. */
 static gemm_plan gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  if (m <= GEMV_MAX_M && o->k[f->gemv]) return (gemm_plan){f->gemv, 0, 8, 1, 0};
+  if (m <= GEMV_MAX_M && has_kernel(o, f->gemv)) return (gemm_plan){f->gemv, 0, 8, 1, 0};
   if (n && k) {
     const gemm_plan p = ws_split_pick(o, f, m, n, k);
     if (p.id != METRALE_K_COUNT) return p;

@@ -98,11 +98,27 @@ static void describe_gemm(FILE *out, const char *label, gemm_path_fn path, const
   fputc('\n', out);
 }
 
-/* The kernels the projections of these shapes take. */
-static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, int moe, FILE *out) {
+/* in_proj at decode 1, 8, 64 and 256 (all P rows: fp16 x where the layer has in_proj16 and
+ * the batch fills gemm_f16_ws's tiles, mixer.c) and q|k|v on f32 x at a 4096-token prefill. */
+static void describe_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, FILE *out) {
+  static const uint32_t rows[] = {1, 8, 64, 256};
+  fprintf(out, "  %-31s", "in_proj (prefill: q|k|v f32 x):");
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    fprintf(out, "%sgemm.%s", i ? " / " : "",
+            have16 && metrale_ops_f16_gemm_fits(o, rows[i], d->P, d->H) ? "gemm_f16_ws"
+                                                                         : metrale_ops_gemm_f32in_path(o, rows[i], d->P, d->H));
+  fprintf(out, " / gemm.%s\n", metrale_ops_gemm_f32in_path(o, 4096, d->C, d->H));
+  uint32_t from = 0;
+  for (uint32_t t = 1; t <= 4096 && have16 && !from; t++)
+    if (metrale_ops_f16_gemm_fits(o, t, d->P, d->H)) from = t;
+  if (from) fprintf(out, "    (decode from %u tokens: fp16 x from elementwise.f32_to_f16, in_proj in fp16)\n", from);
+}
+
+/* The kernels the projections of these shapes take.  have16: as describe_prefill_proj's. */
+static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, int moe, int have16, FILE *out) {
   const uint32_t nvdv = d->nv * d->dv;
   fprintf(out, "  projections at decode 1 / 8 / 64 / 256 / prefill 4096:\n");
-  describe_gemm(out, "in_proj (q|k|v on f32 x):", metrale_ops_gemm_f32in_path, o, d->P, d->C, d->H);
+  describe_in_proj(o, d, have16, out);
   if (moe) describe_gemm(out, "router logits:", metrale_ops_gemm_f32_path, o, d->E + 1, d->E + 1, d->H);
   describe_gemm(out, "out_proj:", metrale_ops_gemm_path, o, d->H, d->H, nvdv);
   metrale_kernel_id split[METRALE_K_COUNT];
@@ -163,7 +179,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
   METRALE_RETURN_IF_ERROR(metrale_ops_init(&ops, dev));
   fprintf(out, "  hidden %u, %u key / %u value heads of %u/%u, conv %u, %s FFN\n", d.H, d.nk, d.nv, d.dk, d.dv,
           d.K, moe ? "MoE" : "dense");
-  describe_projections(&ops, &d, moe, out);
+  describe_projections(&ops, &d, moe, 1, out);
   describe_prefill_proj(&ops, &d, 1, "", out);
   describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n", metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv));
@@ -177,7 +193,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  layer %u (%s, %s FFN): hidden %u, %u key / %u value heads of %u/%u, conv %u\n",
           L->layer_index, L->qwen35 ? "Qwen3.5" : "Qwen3-Next", L->moe ? "MoE" : "dense", d->H, d->nk,
           d->nv, d->dk, d->dv, d->K);
-  describe_projections(o, d, L->moe, out);
+  describe_projections(o, d, L->moe, L->w.in_proj16 != 0, out);
   fprintf(out, "  bf16 GEMMs of 65+ rows, few 128x128 tiles: gemm.%s%s\n",
           metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_t128_splitk, METRALE_K_gemm_bf16_splitk),
           o->k[METRALE_K_gemm_bf16_t128_splitk] && o->k[METRALE_K_gemm_bf16_t128_splitk4]

@@ -31,7 +31,7 @@ typedef struct qwen3_ssm_weights {
   gpu_ptr dt_bias;   /* bf16 [nv] */
   gpu_ptr gnorm;     /* bf16 [dv]           gated RMSNorm weight, used as is */
   gpu_ptr out_proj;  /* bf16 [H, nv*dv] */
-  gpu_ptr in_proj16; /* fp16 [C + nv*dv, H]  in_proj's q|k|v and z rows for gemm_f16_ws; 0: none */
+  gpu_ptr in_proj16; /* fp16 [P, H]         in_proj in IEEE half for gemm_f16_ws; 0: none */
   /* dense MLP */
   gpu_ptr mlp_gate_up; /* bf16 [2I, H]  gate rows then up rows */
   gpu_ptr mlp_down;    /* bf16 [H, I] */
@@ -48,6 +48,7 @@ typedef struct qwen3_ssm_scratch {
   gpu_ptr xn;      /* f32  [T, H]  normed layer input = the mixer's input (part=layer) */
   gpu_ptr proj;    /* f32  [T, P]  (f32 up to the recurrence: kernels.def); decode only */
   gpu_ptr x16;     /* fp16 [T, H]  prefill: x for gemm_f16_ws, in proj's bytes */
+  gpu_ptr x16_decode; /* fp16 [T, H]  decode: x for gemm_f16_ws, in mixed's bytes */
   gpu_ptr mixed;   /* f32  [T, C]  conv input q|k|v */
   gpu_ptr z;       /* f32  [T, nv*dv] */
   gpu_ptr b, a;    /* f32  [T, nv] */

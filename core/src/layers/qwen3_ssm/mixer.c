@@ -4,8 +4,9 @@
  *                       in_proj's rows are [q | k | v | z | b | a] for both families,
  *                       weights.c: prefill runs one GEMM per piece, decode one gemv
  *                       into proj [B, P] and the Qwen3.5-layout split or fused kernel;
- *                       prefill's q|k|v and z on fp16(x) and in_proj16 where the backend
- *                       has gemm_f16_ws and its tiles pay: docs/numerics.md)
+ *                       prefill's q|k|v and z, and a large decode batch's proj, on fp16(x)
+ *                       and in_proj16 where the backend has gemm_f16_ws and its tiles pay:
+ *                       docs/numerics.md)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
  *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv (prefill:
  *                       in the conv's pass where the backend can)
@@ -30,7 +31,14 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
 
   const uint32_t nvdv = d->nv * d->dv;
   if (decode) {
-    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
+    /* the whole projection on fp16(x) where the batch fills gemm_f16_ws's tiles (from 129
+     * tokens on the H200; docs/numerics.md), else on f32 x */
+    if (w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, d->P, d->H)) {
+      METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16_decode, x, T * d->H));
+      METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->proj, s->x16_decode, w->in_proj16, T, d->P, d->H));
+    } else {
+      METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
+    }
     if (metrale_ops_has_gdn_decode_fused(o)) {
       /* one launch from proj to the gated-norm output, each state read and written once */
       METRALE_RETURN_IF_ERROR(op_gdn_decode_fused(o, st, s->on, s->proj, w->conv, conv_state, w->a_log,

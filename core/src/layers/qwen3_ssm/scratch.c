@@ -23,7 +23,10 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
   /* proj is decode's; a prefill's fp16 x (mixer.c) uses its bytes */
   o->proj = take(&u, t * (d->P * 4 > H * 2 ? d->P * 4 : H * 2));
   o->x16 = o->proj;
-  o->mixed = take(&u, t * d->C * 4);
+  /* mixed is the prefill's conv input and the unfused decode's split output; a large decode
+   * batch's fp16 x (mixer.c) uses its bytes first, so it holds a row of either */
+  o->mixed = take(&u, t * (d->C * 4 > H * 2 ? d->C * 4 : H * 2));
+  o->x16_decode = o->mixed;
   o->z = take(&u, t * nvdv * 4);
   o->b = take(&u, 2 * t * d->nv * 4); /* b [T, nv] then a [T, nv]; prefill: [T, 2nv] rows [b | a] */
   o->a = o->b + t * d->nv * 4;

@@ -7,8 +7,8 @@
  *              GEMMs writing q|k|v, z, b and a where they go (mixer.c)
  *   router   = [mlp.gate ; mlp.shared_expert_gate]
  *   gate_up  = [gate_proj ; up_proj]                  (dense MLP, each expert, shared expert)
- * and, where the backend has the prefill's IEEE half projection (gemm_f16_ws), a copy of
- * in_proj's q|k|v and z rows in fp16 (in_proj16). */
+ * and, where the backend has the IEEE half projection (gemm_f16_ws), a copy of in_proj in
+ * fp16 (in_proj16: the prefill's q|k|v and z, a large decode batch's whole projection). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -118,9 +118,10 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   uint64_t o_alog = take(&c, d->nv * 4ull), o_dt = take(&c, d->nv * bf);
   uint64_t o_gnorm = take(&c, d->dv * bf);
   uint64_t o_out = take(&c, H * d->nv * d->dv * bf);
-  const uint64_t rows16 = (uint64_t)d->C + (uint64_t)d->nv * d->dv; /* q|k|v and z */
-  /* the prefill may take gemm_f16_ws for q|k|v and z (mixer.c) where the backend has the
-   * kernels and their speed; the weights' range is checked when they are converted */
+  const uint64_t rows16 = d->P; /* all of in_proj: q|k|v, z, b, a */
+  /* the prefill may take gemm_f16_ws for q|k|v and z, a decode batch that fills its tiles for
+   * all of in_proj (mixer.c), where the backend has the kernels and their speed; the weights'
+   * range is checked when they are converted */
   const int want16 = metrale_ops_has_f16_proj(&L->ops);
   const uint64_t o_in_proj16 = want16 ? take(&c, rows16 * H * 2) : 0;
   uint64_t o_mlp_gu = 0, o_mlp_down = 0, o_router = 0, o_egu = 0, o_edown = 0, o_sgu = 0, o_sdown = 0;
