@@ -273,8 +273,9 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
  * their squares with xor shuffles inside their group (for dk = 128 the order of
  * l2norm_qk_rows, so the outputs are those of the two kernels bit for bit) and scale.  The
  * q and k heads are written once, already normalised, and never read back.  Three blocks an
- * SM (80 registers): on the H200 at 16384 tokens 303 us against 334-340 with two; at 4096
- * tokens (512 blocks, 1.3 waves) two would be faster (100 against 105 us). */
+ * SM (80 registers): on the H200 at 16384 tokens 303 us against 334-340 with two.  A block
+ * takes its share of the tokens, not 64 of them, so that the ops can make whole waves of
+ * blocks (at 4096 tokens 512 blocks of 64 ran 1.3 waves in the time of two). */
 extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
 conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
                       float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
@@ -300,8 +301,11 @@ conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const 
     if (ch < (size_t)nk * dk) sc *= scale_q;
     return make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
   };
-  const long hist = (long)kw - 1, a = (long)blockIdx.y * kTile;
-  tile_spans(cu_seqlens, s, a, a + kTile, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
+  /* tokens [by T / G, (by + 1) T / G) of the G = gridDim.y blocks along y (T = cu_seqlens[s]) */
+  const long T = cu_seqlens[s] > 0 ? cu_seqlens[s] : 0, G = gridDim.y, hist = (long)kw - 1;
+  const long a = (long)((uint64_t)blockIdx.y * (uint64_t)T / (uint64_t)G),
+             e = (long)((uint64_t)(blockIdx.y + 1u) * (uint64_t)T / (uint64_t)G);
+  tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
     const int slot = slots[seq];
     float *st = slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist;
     conv_span4(y, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);

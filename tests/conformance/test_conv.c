@@ -52,10 +52,10 @@ static void ref_l2norm(double *y, uint32_t t, uint32_t c, uint32_t nk, uint32_t 
 
 /* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each).
  * tiled: 1 conv1d_prefill_tiled, whose grid runs over blocks of 64 tokens; 2
- * conv1d_prefill_l2norm (1024 channels and 64 tokens a block), which also normalises the
- * nk q and nk k heads of dk channels. */
+ * conv1d_prefill_l2norm (1024 channels a block, T / gy tokens: gy blocks along the tokens,
+ * 0 for ceil(T/64)), which also normalises the nk q and nk k heads of dk channels. */
 static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
-                        const int32_t *cu, uint32_t n_slots, int tiled, uint32_t nk, uint32_t dk) {
+                        const int32_t *cu, uint32_t n_slots, int tiled, uint32_t nk, uint32_t dk, uint32_t gy) {
   int prefill = cu != NULL;
   uint32_t t = prefill ? (uint32_t)cu[nseq] : nseq;
   size_t per = (size_t)c * (kw - 1), ns = n_slots * per, nx = (size_t)t * c;
@@ -78,7 +78,7 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
 
   cf_launch l;
   if (tiled == 2)
-    cf_launch_init(&l, METRALE_K_conv1d_prefill_l2norm, (gpu_dim3){(c + 1023) / 1024, (t + 63) / 64, 1});
+    cf_launch_init(&l, METRALE_K_conv1d_prefill_l2norm, (gpu_dim3){(c + 1023) / 1024, gy ? gy : (t + 63) / 64, 1});
   else if (tiled)
     cf_launch_init(&l, METRALE_K_conv1d_prefill_tiled, (gpu_dim3){(c + 255) / 256, (t + 63) / 64, 1});
   else
@@ -118,7 +118,7 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
 
 static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
                      const int32_t *cu, uint32_t n_slots, int tiled) {
-  run_case_qk(ctx, kern, c, kw, nseq, cu, n_slots, tiled, 0, 4);
+  run_case_qk(ctx, kern, c, kw, nseq, cu, n_slots, tiled, 0, 4, 0);
 }
 
 Test(conv, conv1d_prefill) {
@@ -195,7 +195,9 @@ Test(conv, conv1d_prefill_tiled) {
 /* The tiled conv on 4 channels a thread with the q/k l2norm on the way out: heads of 4 to
  * 128 channels (a warp's lanes in groups of dk/4), q/k heads sharing a warp with value
  * channels, a last block past C, K of 2 to 6 (the general path) and the tiled test's
- * sequence layouts (tiles crossed, sequences shorter than K-1, empty ones, padding slots). */
+ * sequence layouts (tiles crossed, sequences shorter than K-1, empty ones, padding slots),
+ * on blocks of 64 tokens and on one block, 7 blocks (shares that end inside sequences and
+ * inside the first K-1 tokens of one) and more blocks than tokens (empty shares). */
 Test(conv, conv1d_prefill_l2norm) {
   CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill_l2norm);
   static const struct {
@@ -213,10 +215,13 @@ Test(conv, conv1d_prefill_l2norm) {
       for (size_t si = 0; si < sizeof cases / sizeof cases[0]; si++) {
         int32_t cu[9] = {0};
         for (uint32_t s = 0; s < cases[si].n; s++) cu[s + 1] = cu[s] + cases[si].lens[s];
-        snprintf(ctx.shape, sizeof ctx.shape, "nk=%u dk=%u C=%u K=%u S=%u T=%d", heads[hi].nk, heads[hi].dk,
-                 heads[hi].c, kws[ki], cases[si].n, cu[cases[si].n]);
-        run_case_qk(&ctx, kern, heads[hi].c, kws[ki], cases[si].n, cu, cases[si].n + 2, 2, heads[hi].nk,
-                    heads[hi].dk);
+        const uint32_t T = (uint32_t)cu[cases[si].n], gys[] = {0, 1, 7, T + 3};
+        for (size_t gi = 0; gi < sizeof gys / sizeof gys[0]; gi++) {
+          snprintf(ctx.shape, sizeof ctx.shape, "nk=%u dk=%u C=%u K=%u S=%u T=%u grid.y=%u", heads[hi].nk,
+                   heads[hi].dk, heads[hi].c, kws[ki], cases[si].n, T, gys[gi] ? gys[gi] : (T + 63) / 64);
+          run_case_qk(&ctx, kern, heads[hi].c, kws[ki], cases[si].n, cu, cases[si].n + 2, 2, heads[hi].nk,
+                      heads[hi].dk, gys[gi]);
+        }
       }
   cf_close(&ctx);
 }

@@ -421,6 +421,17 @@ static int conv_l2norm_fits(const metrale_ops *o, gpu_ptr y, gpu_ptr x, uint32_t
          2 * blocks >= 3 * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
 }
 
+/* Its blocks along the tokens (grid.y; a block takes T / grid.y tokens): as many as make
+ * whole waves at three blocks an SM (its launch bounds), the waves that 64-token blocks
+ * would start.  At 4096 tokens and C = 8192 on the H200: 8 x 99 blocks of ~41 tokens in two
+ * waves, where 8 x 64 blocks of 64 ran 1.3 waves in the time of two (docs/perf-prefill.md). */
+static uint32_t conv_l2norm_rows(const metrale_ops *o, uint32_t t, uint32_t c) {
+  const uint64_t cols = CEIL_DIV(c, CONV_L2_CHANNELS), tiles = CEIL_DIV(t, CONV_TILE);
+  const uint64_t slots = 3u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
+  const uint64_t waves = CEIL_DIV(cols * tiles, slots), rows = waves * slots / cols;
+  return (uint32_t)(rows < tiles ? tiles : rows > t ? t : rows);
+}
+
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                         uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk) {
@@ -428,7 +439,7 @@ metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu
     return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm: 2*nk*dk = %llu q/k channels > C = %u",
                          (unsigned long long)(2 * (uint64_t)nk * dk), c);
   if (conv_l2norm_fits(o, y, x, t, c, dk))
-    LAUNCH(o, st, conv1d_prefill_l2norm, CEIL_DIV(c, CONV_L2_CHANNELS), CEIL_DIV(t, CONV_TILE), P(y), P(x), P(w),
+    LAUNCH(o, st, conv1d_prefill_l2norm, CEIL_DIV(c, CONV_L2_CHANNELS), conv_l2norm_rows(o, t, c), P(y), P(x), P(w),
            P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
   METRALE_RETURN_IF_ERROR(op_conv1d_prefill(o, st, y, x, w, state, cu_seqlens, slots, t, s, c, kw));
   return op_l2norm_qk(o, st, y, t, nk, dk, c);
