@@ -66,9 +66,10 @@ metrale_status cpu_moe_down(float *y, const metrale_bf16 *act, const int32_t *id
   return cpu_expert_gemm(y, 1, act, 1, idx, r, w, h, n);
 }
 
-void cpu_moe_combine(metrale_bf16 *out, const metrale_bf16 *res, const float *y, const float *w,
-                     const metrale_bf16 *shared, const float *gate, uint32_t t, uint32_t k,
-                     uint32_t h, uint32_t ld, uint32_t col) {
+/* y: f32 [T*k, H], or bf16 when y16 (moe_combine_wide_bf16) */
+static void combine(metrale_bf16 *out, const metrale_bf16 *res, const void *y, int y16, const float *w,
+                    const metrale_bf16 *shared, const float *gate, uint32_t t, uint32_t k, uint32_t h, uint32_t ld,
+                    uint32_t col) {
 #pragma omp parallel for schedule(static)
   for (int64_t tok = 0; tok < (int64_t)t; tok++) {
     float sg = cpu_sigmoid(gate[(size_t)tok * ld + col]); /* shared expert gate */
@@ -76,11 +77,20 @@ void cpu_moe_combine(metrale_bf16 *out, const metrale_bf16 *res, const float *y,
     for (uint32_t f = 0; f < h; f++) {
       size_t o = (size_t)tok * h + f;
       float acc = cpu_bf(res[o]);
-      for (uint32_t j = 0; j < k; j++) acc += tw[j] * y[((size_t)tok * k + j) * h + f];
+      for (uint32_t j = 0; j < k; j++) {
+        const size_t i = ((size_t)tok * k + j) * h + f;
+        acc += tw[j] * (y16 ? cpu_bf(((const metrale_bf16 *)y)[i]) : ((const float *)y)[i]);
+      }
       acc += sg * cpu_bf(shared[o]);
       out[o] = cpu_to_bf(acc);
     }
   }
+}
+
+void cpu_moe_combine(metrale_bf16 *out, const metrale_bf16 *res, const float *y, const float *w,
+                     const metrale_bf16 *shared, const float *gate, uint32_t t, uint32_t k,
+                     uint32_t h, uint32_t ld, uint32_t col) {
+  combine(out, res, y, 0, w, shared, gate, t, k, h, ld, col);
 }
 
 metrale_status cpu_k_moe_topk(const gpu_arg *args) {
@@ -139,6 +149,20 @@ metrale_status cpu_k_moe_down_sorted(const gpu_arg *args) {
   return cpu_expert_gemm_sorted(cpu_arg_p(args, 0), 1, cpu_arg_p(args, 1), 1, cpu_arg_p(args, 2), cpu_arg_p(args, 3),
                                 cpu_arg_u(args, 5), cpu_arg_u(args, 8), cpu_arg_p(args, 4), cpu_arg_u(args, 6),
                                 cpu_arg_u(args, 7));
+}
+
+/* moe_down_sorted with y bf16 */
+metrale_status cpu_k_moe_down_sorted_ws_bf16(const gpu_arg *args) {
+  return cpu_expert_gemm_sorted(cpu_arg_p(args, 0), 0, cpu_arg_p(args, 1), 1, cpu_arg_p(args, 2), cpu_arg_p(args, 3),
+                                cpu_arg_u(args, 5), cpu_arg_u(args, 8), cpu_arg_p(args, 4), cpu_arg_u(args, 6),
+                                cpu_arg_u(args, 7));
+}
+
+metrale_status cpu_k_moe_combine_wide_bf16(const gpu_arg *args) {
+  combine(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), 1, cpu_arg_p(args, 3), cpu_arg_p(args, 4),
+          cpu_arg_p(args, 5), cpu_arg_u(args, 6), cpu_arg_u(args, 7), cpu_arg_u(args, 8), cpu_arg_u(args, 9),
+          cpu_arg_u(args, 10));
+  return METRALE_OK;
 }
 
 metrale_status cpu_k_moe_combine(const gpu_arg *args) {

@@ -450,29 +450,85 @@ constexpr unsigned kCombineWBlock = mk_block("moe_combine_wide");
  * sums waits one memory latency an expert: the 4096-token chunks of a prefill read 335 MB
  * here at ~2.7 TB/s that way); the sum keeps moe_combine's order. */
 constexpr unsigned kCombineAhead = 16;
-MK_KERNEL(moe_combine_wide)(bf16 *__restrict__ out, const bf16 *__restrict__ res,
-                            const float *__restrict__ y, const float *__restrict__ w,
-                            const bf16 *__restrict__ shared, const float *__restrict__ gate,
-                            unsigned t, unsigned k, unsigned h, unsigned ld, unsigned col) {
+__device__ __forceinline__ float y_value(const float *p) { return __ldg(p); }
+__device__ __forceinline__ float y_value(const bf16 *p) { return bf16_to_f32(*p); }
+/* YT: the routed rows' outputs, f32 (moe_combine_wide) or bf16 (moe_combine_wide_bf16) */
+template <typename YT>
+__device__ __forceinline__ void combine_wide(bf16 *__restrict__ out, const bf16 *__restrict__ res,
+                                             const YT *__restrict__ y, const float *__restrict__ w,
+                                             const bf16 *__restrict__ shared, const float *__restrict__ gate,
+                                             unsigned t, unsigned k, unsigned h, unsigned ld, unsigned col) {
   const unsigned tok = blockIdx.x, f = blockIdx.y * kCombineWBlock + threadIdx.x;
   if (tok >= t || f >= h) return;
   const float *tw = w + (size_t)tok * k;               /* [k] */
-  const float *ty = y + (size_t)tok * k * h + f;       /* column f of [k, H] */
+  const YT *ty = y + (size_t)tok * k * h + f;          /* column f of [k, H] */
   const size_t o = (size_t)tok * h + f;
   float yv[kCombineAhead], wv[kCombineAhead];
 #pragma unroll
   for (unsigned j = 0; j < kCombineAhead; j++)
-    if (j < k) yv[j] = __ldg(ty + (size_t)j * h), wv[j] = __ldg(tw + j);
+    if (j < k) yv[j] = y_value(ty + (size_t)j * h), wv[j] = __ldg(tw + j);
   const float g = __ldg(gate + (size_t)tok * ld + col), sh = bf16_to_f32(shared[o]);
   float acc = bf16_to_f32(res[o]); /* moe_combine's order: res, experts, shared */
 #pragma unroll
   for (unsigned j = 0; j < kCombineAhead; j++)
     if (j < k) acc += wv[j] * yv[j];
-  for (unsigned j = kCombineAhead; j < k; j++) acc += tw[j] * ty[(size_t)j * h];
+  for (unsigned j = kCombineAhead; j < k; j++) acc += tw[j] * y_value(ty + (size_t)j * h);
   acc += sigmoid_f(g) * sh;
   out[o] = f32_to_bf16(acc);
 }
+MK_KERNEL(moe_combine_wide)(bf16 *__restrict__ out, const bf16 *__restrict__ res,
+                            const float *__restrict__ y, const float *__restrict__ w,
+                            const bf16 *__restrict__ shared, const float *__restrict__ gate,
+                            unsigned t, unsigned k, unsigned h, unsigned ld, unsigned col) {
+  combine_wide(out, res, y, w, shared, gate, t, k, h, ld, col);
+}
 MK_CHECK(moe_combine_wide, moe);
+/* Two features a thread, so that each load brings 4 bytes of y as moe_combine_wide's do (with
+ * 2-byte loads the kernel kept half the bytes in flight and ran slower than on f32 y); odd H
+ * takes the features one at a time. */
+MK_KERNEL(moe_combine_wide_bf16)(bf16 *__restrict__ out, const bf16 *__restrict__ res,
+                                 const bf16 *__restrict__ y, const float *__restrict__ w,
+                                 const bf16 *__restrict__ shared, const float *__restrict__ gate,
+                                 unsigned t, unsigned k, unsigned h, unsigned ld, unsigned col) {
+  const unsigned tok = blockIdx.x, f = 2u * (blockIdx.y * kCombineWBlock + threadIdx.x);
+  if (tok >= t || f >= h) return;
+  const bool two = h % 2u == 0 && ((uintptr_t)y & 3u) == 0 && ((uintptr_t)res & 3u) == 0 &&
+                   ((uintptr_t)shared & 3u) == 0 && ((uintptr_t)out & 3u) == 0;
+  if (!two) {
+    for (unsigned i = 0; i < 2u && f + i < h; i++) {
+      const size_t o = (size_t)tok * h + f + i;
+      float acc = bf16_to_f32(res[o]);
+      for (unsigned j = 0; j < k; j++) acc += w[(size_t)tok * k + j] * bf16_to_f32(y[((size_t)tok * k + j) * h + f + i]);
+      acc += sigmoid_f(gate[(size_t)tok * ld + col]) * bf16_to_f32(shared[o]);
+      out[o] = f32_to_bf16(acc);
+    }
+    return;
+  }
+  const float *tw = w + (size_t)tok * k;                                        /* [k] */
+  const uint32_t *ty = reinterpret_cast<const uint32_t *>(y + (size_t)tok * k * h + f); /* columns f, f+1 of [k, H] */
+  const size_t o = (size_t)tok * h + f, hw = h / 2u;
+  uint32_t yv[kCombineAhead];
+  float wv[kCombineAhead];
+#pragma unroll
+  for (unsigned j = 0; j < kCombineAhead; j++)
+    if (j < k) yv[j] = __ldg(ty + (size_t)j * hw), wv[j] = __ldg(tw + j);
+  const float g = sigmoid_f(__ldg(gate + (size_t)tok * ld + col));
+  const uint32_t r2 = *reinterpret_cast<const uint32_t *>(res + o), s2 = *reinterpret_cast<const uint32_t *>(shared + o);
+  auto lo = [](uint32_t v) { return __uint_as_float(v << 16); };
+  auto hi = [](uint32_t v) { return __uint_as_float(v & 0xffff0000u); };
+  float a0 = lo(r2), a1 = hi(r2); /* moe_combine's order: res, experts, shared */
+#pragma unroll
+  for (unsigned j = 0; j < kCombineAhead; j++)
+    if (j < k) a0 += wv[j] * lo(yv[j]), a1 += wv[j] * hi(yv[j]);
+  for (unsigned j = kCombineAhead; j < k; j++) {
+    const uint32_t v = ty[(size_t)j * hw];
+    a0 += tw[j] * lo(v), a1 += tw[j] * hi(v);
+  }
+  a0 += g * lo(s2), a1 += g * hi(s2);
+  *reinterpret_cast<uint32_t *>(out + o) = (uint32_t)f32_to_bf16(a0) | ((uint32_t)f32_to_bf16(a1) << 16);
+}
+MK_CHECK(moe_combine_wide_bf16, moe);
+static_assert(mk_block("moe_combine_wide_bf16") == kCombineWBlock, "2 features a thread: grid (T, ceil(H/512))");
 
 /* ---- grouped expert projections: moe_sort, moe_gate_up_sorted, moe_down_sorted ------- *
  * A prefill routes R = T*k rows to E experts, tens of rows each.  moe_gate_up gives every
@@ -790,4 +846,16 @@ MK_KERNEL_MOE_WS(moe_down_sorted_ws)(float *__restrict__ y, const bf16 *__restri
   moews::sorted_pair<true>(y, act, 1u, perm, tiles, w, r, n, h, e, metrale_moe_ws_maps[1]);
 }
 MK_CHECK(moe_down_sorted_ws, moe);
+
+/* y in bf16 (moe_combine_wide_bf16 reads it); the down kernels share their map slots (they
+ * never run at once) */
+MK_KERNEL_MOE_WS(moe_down_sorted_ws_bf16)(bf16 *__restrict__ y, const bf16 *__restrict__ act, const int *__restrict__ perm,
+                                          const int *__restrict__ tiles, const bf16 *__restrict__ w, unsigned r,
+                                          unsigned h, unsigned n, unsigned e) {
+  moews::sorted_pair<false>(y, act, 1u, perm, tiles, w, r, n, h, e, metrale_moe_ws_maps[1]);
+}
+MK_CHECK(moe_down_sorted_ws_bf16, moe);
+static_assert(mk_block("moe_down_sorted_ws_bf16") == moews::THREADS &&
+                  mk_shared("moe_down_sorted_ws_bf16") == mk_shared("moe_down_sorted_ws"),
+              "moe_down_sorted_ws's block and ring");
 #endif

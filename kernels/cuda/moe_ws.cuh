@@ -163,6 +163,14 @@ __device__ __forceinline__ void consume(float (&acc)[NACC], uint32_t s0, uint64_
   pin(acc);
 }
 
+/* bf16(v0) in the low half, bf16(v1) in the high, rounded to nearest even by one cvt (finite
+ * values as f32_to_bf16; a NaN may come out as another NaN) */
+__device__ __forceinline__ uint32_t pack_bf16x2(float v0, float v1) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(v1), "f"(v0));
+  return r;
+}
+
 template <bool F32_OUT>
 __device__ __forceinline__ void store2(void *y, size_t o, float v0, float v1, bool pair, bool has1) {
   if (F32_OUT) {
@@ -250,6 +258,29 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
   const unsigned lane = tid % 32u, wq = (tid / 32u) % 4u, t4 = lane % 4u;
   const unsigned row = wq * 16u + lane / 4u;
   const bool even = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+  if (!F32_OUT && N % 4u == 0 && ((uintptr_t)y & 7u) == 0) {
+    /* bf16 rows in 32-byte runs: the lanes of a quad hold 8 columns of a row a q (16 bytes),
+     * so they trade bf16 pairs to hold 4 consecutive columns of 16 each and store 8 bytes,
+     * one whole sector a row an instruction (two half sectors before) */
+    const unsigned base = lane & ~3u, src = base + 2u * (t4 & 1u);
+#pragma unroll
+    for (unsigned h = 0; h < 2; h++) {
+      const int j = row_of(pr, c, row + 8u * h);
+      if (!__any_sync(0xffffffffu, j >= 0)) continue; /* a warp's 8 rows all past the slot's (decode) */
+#pragma unroll
+      for (unsigned p = 0; p < NACC / 8u; p++) {
+        const uint32_t lo = pack_bf16x2(acc[8 * p + 2 * h], acc[8 * p + 2 * h + 1]),
+                       hi = pack_bf16x2(acc[8 * p + 4 + 2 * h], acc[8 * p + 4 + 2 * h + 1]);
+        const uint32_t a0 = __shfl_sync(0xffffffffu, lo, src), a1 = __shfl_sync(0xffffffffu, lo, src + 1u),
+                       b0 = __shfl_sync(0xffffffffu, hi, src), b1 = __shfl_sync(0xffffffffu, hi, src + 1u);
+        const unsigned col = n0 + p * 16u + 4u * t4;
+        if (j >= 0 && col < N)
+          *reinterpret_cast<uint2 *>(static_cast<bf16 *>(y) + (size_t)j * N + col) =
+              t4 < 2u ? make_uint2(a0, a1) : make_uint2(b0, b1);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (unsigned h = 0; h < 2; h++) {
     const int j = row_of(pr, c, row + 8u * h);

@@ -188,7 +188,7 @@ Test(moe, moe_down) {
 
 /* moe_combine (grid.x = T) and moe_combine_wide (grid = (T, ceil(H/256))): the same op;
  * k past the 16 experts the wide kernel loads ahead. */
-static void check_combine(metrale_kernel_id id, uint32_t feat_per_block) {
+static void check_combine(metrale_kernel_id id, uint32_t feat_per_block, int y16) {
   CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t t, k, h, ld, col;
@@ -202,10 +202,13 @@ static void check_combine(metrale_kernel_id id, uint32_t feat_per_block) {
     size_t nh = (size_t)t * h, ny = (size_t)t * k * h;
     metrale_bf16 *res = cf_alloc(nh, 2), *shared = cf_alloc(nh, 2);
     float *y = cf_alloc(ny, sizeof(float)), *w = cf_alloc((size_t)t * k, sizeof(float));
+    metrale_bf16 *y_bf = cf_alloc(ny, 2);
     float *gate = cf_alloc((size_t)t * ld, sizeof(float));
     mt_fill_bf16(&ctx.rng, res, nh, -4, 4);
     mt_fill_bf16(&ctx.rng, shared, nh, -1, 1);
     mt_fill_f32(&ctx.rng, y, ny, -1, 1);
+    if (y16) /* bf16 values, so that a kernel reading y as f32 or dropping bits fails */
+      for (size_t i = 0; i < ny; i++) y_bf[i] = metrale_f32_to_bf16(y[i]), y[i] = metrale_bf16_to_f32(y_bf[i]);
     mt_fill_f32(&ctx.rng, w, (size_t)t * k, 0, 1);
     mt_fill_f32(&ctx.rng, gate, (size_t)t * ld, -3, 3);
     double *ref = cf_alloc(nh, sizeof(double));
@@ -225,7 +228,7 @@ static void check_combine(metrale_kernel_id id, uint32_t feat_per_block) {
     cf_launch_init(&l, id, (gpu_dim3){t, gy, 1});
     int bo = cf_buf_add(&l, "out", CF_BF16, CF_OUT, nh, NULL, CF_TOL_BF16);
     int br = cf_buf_add(&l, "res", CF_BF16, CF_IN, nh, res, 0);
-    int by = cf_buf_add(&l, "y", CF_F32, CF_IN, ny, y, 0);
+    int by = y16 ? cf_buf_add(&l, "y", CF_BF16, CF_IN, ny, y_bf, 0) : cf_buf_add(&l, "y", CF_F32, CF_IN, ny, y, 0);
     int bw = cf_buf_add(&l, "w", CF_F32, CF_IN, (size_t)t * k, w, 0);
     int bs = cf_buf_add(&l, "shared", CF_BF16, CF_IN, nh, shared, 0);
     int bg = cf_buf_add(&l, "gate", CF_F32, CF_IN, (size_t)t * ld, gate, 0);
@@ -242,13 +245,14 @@ static void check_combine(metrale_kernel_id id, uint32_t feat_per_block) {
     cf_arg_u32(&l, col);
     if (cf_run(&ctx, &l, kern)) cf_check_bf16(&ctx, "out", cf_bf16(&l, bo), ref, nh, CF_TOL_BF16);
     cf_launch_free(&l);
-    free(res), free(shared), free(y), free(w), free(gate), free(ref);
+    free(res), free(shared), free(y), free(y_bf), free(w), free(gate), free(ref);
   }
   cf_close(&ctx);
 }
 
-Test(moe, moe_combine) { check_combine(METRALE_K_moe_combine, 0); }
-Test(moe, moe_combine_wide) { check_combine(METRALE_K_moe_combine_wide, 256); }
+Test(moe, moe_combine) { check_combine(METRALE_K_moe_combine, 0, 0); }
+Test(moe, moe_combine_wide) { check_combine(METRALE_K_moe_combine_wide, 256, 0); }
+Test(moe, moe_combine_wide_bf16) { check_combine(METRALE_K_moe_combine_wide_bf16, 512, 1); } /* 2 features a thread */
 
 /* ---- grouped projections: moe_sort, moe_gate_up_sorted, moe_down_sorted --------------- */
 
@@ -329,8 +333,8 @@ static const moe_shape sorted_shapes[] = {{1, 1, 2, 16, 8},     {3, 2, 4, 129, 7
                                           {100, 4, 5, 200, 136}, {300, 2, 3, 96, 64}, {40, 4, 3, 512, 256}};
 
 /* One of the two sorted projections: gate_up (x rows j / k, bf16 out) or down (act rows j,
- * f32 out), every row routed to a valid expert so that the lists name all of them. */
-static void check_sorted(metrale_kernel_id id, int gate_up, int ws) {
+ * f32 out, or bf16 where y_bf16), every row routed to a valid expert so that the lists name all of them. */
+static void check_sorted(metrale_kernel_id id, int gate_up, int ws, int y_bf16) {
   CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < sizeof sorted_shapes / sizeof sorted_shapes[0]; si++) {
     const moe_shape *sh = &sorted_shapes[si];
@@ -360,8 +364,9 @@ static void check_sorted(metrale_kernel_id id, int gate_up, int ws) {
     const gpu_dim3 grid = ws ? (gpu_dim3){(nout + 255) / 256, (uint32_t)s, 1}
                              : (gpu_dim3){(uint32_t)s, (nout + 127) / 128, 1};
     cf_launch_init(&l, id, grid);
-    int by = gate_up ? cf_buf_add(&l, "gu", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16)
-                     : cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
+    const int out16 = gate_up || y_bf16;
+    int by = out16 ? cf_buf_add(&l, gate_up ? "gu" : "y", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16)
+                   : cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
     int ba = cf_buf_add(&l, gate_up ? "x" : "act", CF_BF16, CF_IN, na, a, 0);
     int bp = cf_buf_add(&l, "perm", CF_I32, CF_IN, r, perm, 0);
     int bt = cf_buf_add(&l, "tiles", CF_I32, CF_IN, 3 * s, tiles, 0);
@@ -377,8 +382,8 @@ static void check_sorted(metrale_kernel_id id, int gate_up, int ws) {
     cf_arg_u32(&l, gate_up ? nout : sh->n);
     cf_arg_u32(&l, e);
     if (cf_run(&ctx, &l, kern)) {
-      if (gate_up)
-        cf_check_bf16(&ctx, "gu", cf_bf16(&l, by), ref, ny, CF_TOL_BF16);
+      if (out16)
+        cf_check_bf16(&ctx, gate_up ? "gu" : "y", cf_bf16(&l, by), ref, ny, CF_TOL_BF16);
       else
         cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, ny, CF_TOL_F32);
     }
@@ -388,10 +393,12 @@ static void check_sorted(metrale_kernel_id id, int gate_up, int ws) {
   cf_close(&ctx);
 }
 
-Test(moe, moe_gate_up_sorted) { check_sorted(METRALE_K_moe_gate_up_sorted, 1, 0); }
-Test(moe, moe_down_sorted) { check_sorted(METRALE_K_moe_down_sorted, 0, 0); }
+Test(moe, moe_gate_up_sorted) { check_sorted(METRALE_K_moe_gate_up_sorted, 1, 0, 0); }
+Test(moe, moe_down_sorted) { check_sorted(METRALE_K_moe_down_sorted, 0, 0, 0); }
 /* the 256-column blocks of two slots (sm_90a): K a multiple of 8 takes the TMA copies, other K
  * the element loads; N past a 256-column tile reads into the next expert's rows (not
  * written); an expert of 1, 2, 3 or more slots */
-Test(moe, moe_gate_up_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_sorted_ws, 1, 1); }
-Test(moe, moe_down_sorted_ws) { check_sorted(METRALE_K_moe_down_sorted_ws, 0, 1); }
+Test(moe, moe_gate_up_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_sorted_ws, 1, 1, 0); }
+Test(moe, moe_down_sorted_ws) { check_sorted(METRALE_K_moe_down_sorted_ws, 0, 1, 0); }
+/* the same with y in bf16 */
+Test(moe, moe_down_sorted_ws_bf16) { check_sorted(METRALE_K_moe_down_sorted_ws_bf16, 0, 1, 1); }

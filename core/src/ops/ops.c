@@ -729,10 +729,18 @@ static int moe_ws_fits(const metrale_ops *o, metrale_kernel_id id, uint32_t r, u
   return has_kernel(o, id) && metrale_moe_slots(r, e) <= 65535u;
 }
 
+int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
+  return moe_sorted_fits(o, r, k, e, h, mi) && moe_ws_fits(o, METRALE_K_moe_down_sorted_ws_bf16, r, e) &&
+         has_kernel(o, METRALE_K_moe_combine_wide_bf16) && CEIL_DIV(h, 512) <= 65535;
+}
+
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
   if (!moe_sorted_fits(o, r, k, e, h, mi)) return "moe.moe_gate_up, moe.moe_down (a block a routed row)";
   const int gu = moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e),
             dn = moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e);
+  if (gu && metrale_ops_moe_y_bf16(o, r, k, e, h, mi))
+    return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted_ws_bf16 "
+           "(two 64-row slots an expert by 256 columns, TMA + wgmma; y in bf16 for moe.moe_combine_wide_bf16)";
   if (gu && dn)
     return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted_ws "
            "(two 64-row slots an expert by 256 columns, TMA + wgmma)";
@@ -754,7 +762,10 @@ static metrale_status moe_gate_up_sorted(const metrale_ops *o, gpu_stream st, co
          P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
 }
 static metrale_status moe_down_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr w,
-                                      uint32_t r, uint32_t h, uint32_t n, uint32_t e) {
+                                      uint32_t r, uint32_t h, uint32_t n, uint32_t e, int y_bf16) {
+  if (y_bf16)
+    LAUNCH(o, st, moe_down_sorted_ws_bf16, CEIL_DIV(h, 256), (uint32_t)metrale_moe_slots(r, e), P(b->y), P(b->act),
+           P(b->perm), P(b->tiles), P(w), U(r), U(h), U(n), U(e));
   if (moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e))
     LAUNCH(o, st, moe_down_sorted_ws, CEIL_DIV(h, 256), (uint32_t)metrale_moe_slots(r, e), P(b->y), P(b->act),
            P(b->perm), P(b->tiles), P(w), U(r), U(h), U(n), U(e));
@@ -769,7 +780,7 @@ metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale
     METRALE_RETURN_IF_ERROR(moe_sort_rows(o, st, b, r, e));
     METRALE_RETURN_IF_ERROR(moe_gate_up_sorted(o, st, b, x, w_gate_up, r, k, h, 2 * mi, e));
     METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
-    return moe_down_sorted(o, st, b, w_down, r, h, mi, e);
+    return moe_down_sorted(o, st, b, w_down, r, h, mi, e, metrale_ops_moe_y_bf16(o, r, k, e, h, mi));
   }
   METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, b->gu, x, b->idx, w_gate_up, r, k, h, 2 * mi));
   METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
@@ -778,7 +789,13 @@ metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale
 
 metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
                               gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
-                              uint32_t h, uint32_t ld, uint32_t col) {
+                              uint32_t h, uint32_t ld, uint32_t col, int y_bf16) {
+  if (y_bf16) {
+    if (!has_kernel(o, METRALE_K_moe_combine_wide_bf16) || CEIL_DIV(h, 512) > 65535)
+      return METRALE_ERROR(INVALID_ARGUMENT, "moe_combine: y in bf16 needs moe.moe_combine_wide_bf16 (H = %u)", h);
+    LAUNCH(o, st, moe_combine_wide_bf16, t, CEIL_DIV(h, 512), P(out), P(res), P(y), P(w), P(shared), P(gate),
+           U(t), U(k), U(h), U(ld), U(col));
+  }
   if (o->k[METRALE_K_moe_combine_wide] && CEIL_DIV(h, 256) <= 65535)
     LAUNCH(o, st, moe_combine_wide, t, CEIL_DIV(h, 256), P(out), P(res), P(y), P(w), P(shared), P(gate),
            U(t), U(k), U(h), U(ld), U(col));

@@ -140,21 +140,26 @@ metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
                            gpu_ptr w, uint32_t r, uint32_t h, uint32_t n);
 /* The routed experts' buffers for R = T*k rows: idx i32 [R] (moe_topk), perm i32 [R] and
  * tiles i32 [metrale_moe_slots(R, E), 3] (moe_sort's lists), gu bf16 [R, 2mI], act bf16
- * [R, mI], y f32 [R, H]. */
+ * [R, mI], y f32 [R, H] (or bf16: op_moe_experts). */
 typedef struct metrale_moe_buffers {
   gpu_ptr idx, perm, tiles, gu, act, y;
 } metrale_moe_buffers;
 /* y[j] = down_e(silu(gate_e(x[j/k])) * up_e(x[j/k])), e = idx[j]: grouped GEMMs by expert
  * (moe_sort and the _sorted projections) where they are provided, k <= E and the rows are
- * at least a few an expert; else a block a routed row. */
+ * at least a few an expert; else a block a routed row.  y is bf16 where
+ * metrale_ops_moe_y_bf16 (then pass that to op_moe_combine), else f32. */
 metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
                               gpu_ptr w_gate_up, gpu_ptr w_down, uint32_t r, uint32_t k, uint32_t h, uint32_t mi,
                               uint32_t e);
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
+/* Whether op_moe_experts writes y in bf16 for these shapes: the grouped path on
+ * moe_down_sorted_ws_bf16, with moe_combine_wide_bf16 to read it. */
+int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
 /* The router top-k kernel op_moe_topk launches for t tokens ("module.kernel"). */
 const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t);
+/* y_bf16: y is bf16 (metrale_ops_moe_y_bf16), else f32 */
 metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
                               gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,
-                              uint32_t h, uint32_t ld, uint32_t col);
+                              uint32_t h, uint32_t ld, uint32_t col, int y_bf16);
 
 #endif

@@ -3,7 +3,8 @@
  * Dense:  out = res + down(silu(gate(xn)) * up(xn))
  * MoE:    logits [Tc, E+1] = xn . [router ; shared_expert_gate]^T   (f32)
  *         idx, rw [Tc, k]  = top-k of softmax(logits[:, :E]), renormalised
- *         ey [Tc*k, H]     = expert_idx(silu(gate) * up)            (f32)
+ *         ey [Tc*k, H]     = expert_idx(silu(gate) * up)            (f32; bf16 where the
+ *                            backend has the grouped kernels' bf16 pair: op_moe_experts)
  *         out = res + sum_j rw_j ey_j + sigmoid(logits[:, E]) * shared_expert(xn) */
 #include "layer.h"
 
@@ -34,7 +35,7 @@ static metrale_status moe(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, 
   METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->s_act, s->s_gu, tc, d->sI));
   METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_out, s->s_act, w->sh_down, tc, d->H, d->sI));
   return op_moe_combine(o, st, out, res, s->ey, s->rw, s->f_out, s->logits, tc, d->topk, d->H,
-                        d->E + 1, d->E);
+                        d->E + 1, d->E, metrale_ops_moe_y_bf16(o, rows, d->topk, d->E, d->H, d->mI));
 }
 
 metrale_status qwen3_ssm_ffn(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
