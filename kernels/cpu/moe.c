@@ -151,6 +151,26 @@ metrale_status cpu_k_moe_down_sorted(const gpu_arg *args) {
                                 cpu_arg_u(args, 7));
 }
 
+/* moe_gate_up_sorted then silu_mul, the sums not rounded between (a row at a time) */
+metrale_status cpu_k_moe_gate_up_silu_sorted_ws(const gpu_arg *args) {
+  metrale_bf16 *act = cpu_arg_p(args, 0);
+  const int32_t *perm = cpu_arg_p(args, 2);
+  const uint32_t r = cpu_arg_u(args, 5), n = cpu_arg_u(args, 8), half = n / 2;
+  if (n % 2 != 0) return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up_silu_sorted_ws: n = %u is odd", n);
+  float *gu = malloc((size_t)r * n * sizeof *gu);
+  if (!gu && r && n) return METRALE_ERROR(OUT_OF_MEMORY, "moe_gate_up_silu_sorted_ws: f32 sums [%u, %u]", r, n);
+  metrale_status s = cpu_expert_gemm_sorted(gu, 1, cpu_arg_p(args, 1), cpu_arg_u(args, 6), perm, cpu_arg_p(args, 3), r,
+                                            cpu_arg_u(args, 9), cpu_arg_p(args, 4), n, cpu_arg_u(args, 7));
+  for (uint32_t i = 0; i < r && !s; i++) {
+    const int32_t j = perm[i];
+    if (j < 0 || (uint32_t)j >= r) continue;
+    const float *g = gu + (size_t)j * n;
+    for (uint32_t c = 0; c < half; c++) act[(size_t)j * half + c] = cpu_to_bf(cpu_silu(g[c]) * g[half + c]);
+  }
+  free(gu);
+  return s;
+}
+
 /* moe_down_sorted with y bf16 */
 metrale_status cpu_k_moe_down_sorted_ws_bf16(const gpu_arg *args) {
   return cpu_expert_gemm_sorted(cpu_arg_p(args, 0), 0, cpu_arg_p(args, 1), 1, cpu_arg_p(args, 2), cpu_arg_p(args, 3),

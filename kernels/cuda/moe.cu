@@ -847,6 +847,19 @@ MK_KERNEL_MOE_WS(moe_down_sorted_ws)(float *__restrict__ y, const bf16 *__restri
 }
 MK_CHECK(moe_down_sorted_ws, moe);
 
+/* gate_up with silu_mul on the way out (act, not gu); it shares gate_up's map slots (they
+ * never run at once) */
+MK_KERNEL_MOE_WS(moe_gate_up_silu_sorted_ws)(bf16 *__restrict__ act, const bf16 *__restrict__ x,
+                                             const int *__restrict__ perm, const int *__restrict__ tiles,
+                                             const bf16 *__restrict__ w, unsigned r, unsigned k, unsigned h,
+                                             unsigned n, unsigned e) {
+  moews::sorted_pair<false, true>(act, x, k, perm, tiles, w, r, h, n, e, metrale_moe_ws_maps[0]);
+}
+MK_CHECK(moe_gate_up_silu_sorted_ws, moe);
+static_assert(mk_block("moe_gate_up_silu_sorted_ws") == moews::THREADS &&
+                  mk_shared("moe_gate_up_silu_sorted_ws") == mk_shared("moe_gate_up_sorted_ws"),
+              "moe_gate_up_sorted_ws's block and ring");
+
 /* y in bf16 (moe_combine_wide_bf16 reads it); the down kernels share their map slots (they
  * never run at once) */
 MK_KERNEL_MOE_WS(moe_down_sorted_ws_bf16)(bf16 *__restrict__ y, const bf16 *__restrict__ act, const int *__restrict__ perm,

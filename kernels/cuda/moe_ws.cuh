@@ -74,7 +74,16 @@ struct pair_t {
   const int *perm;
   unsigned r, K, N, n0;
   int ex, p0, m0, p1, m1; /* m1 = 0: one slot */
+  unsigned half; /* SILU (moe_gate_up_silu_sorted_ws): N / 2, the up rows' offset; the stage's
+                    256 w rows are gate rows n0 .. n0 + 127, then up rows half + n0 ..; else 0 */
 };
+/* The expert's w row that stage row i (< 256) holds. */
+__device__ __forceinline__ unsigned w_row(const pair_t &pr, unsigned i) {
+  return pr.half == 0 ? pr.n0 + i : i < BN / 2u ? pr.n0 + i : pr.half + pr.n0 + (i - BN / 2u);
+}
+__device__ __forceinline__ bool w_row_in(const pair_t &pr, unsigned i) {
+  return pr.half == 0 ? pr.n0 + i < pr.N : pr.n0 + (i % (BN / 2u)) < pr.half;
+}
 /* The output row of row i (< 64) of slot c (0, 1) of the pair, -1 past the slot's rows. */
 __device__ __forceinline__ int row_of(const pair_t &pr, unsigned c, unsigned i) {
   const int p = c ? pr.p1 : pr.p0, m = c ? pr.m1 : pr.m0;
@@ -96,7 +105,12 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
     const uint32_t at = s0 + s * STAGE;
     if (pt == 0) {
       mbar_expect_tx(&full[s], B_BYTES);
-      sm90::tma_load_2d(at + A_BYTES, map, (int)(kt * BK), row0, &full[s]);
+      if (pr.half == 0) {
+        sm90::tma_load_2d(at + A_BYTES, map, (int)(kt * BK), row0, &full[s]);
+      } else { /* 128-row boxes: the gate rows, then the up rows */
+        sm90::tma_load_2d(at + A_BYTES, map, (int)(kt * BK), row0, &full[s]);
+        sm90::tma_load_2d(at + A_BYTES + B_BYTES / 2u, map, (int)(kt * BK), row0 + (int)pr.half, &full[s]);
+      }
     }
 #pragma unroll
     for (unsigned c = 0; c < 4; c++) {
@@ -132,8 +146,8 @@ __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, ui
       if (rr < BM) {
         const int aj = row_of(pr, rr / SLOT, rr % SLOT);
         if (aj >= 0) src = pr.a + (size_t)((unsigned)aj / pr.div) * pr.K;
-      } else if (pr.n0 + (rr - BM) < pr.N) {
-        src = we + (size_t)(pr.n0 + (rr - BM)) * pr.K;
+      } else if (w_row_in(pr, rr - BM)) {
+        src = we + (size_t)w_row(pr, rr - BM) * pr.K;
       }
       chunk_in(at + (rr < BM ? swz64(rr, c) : A_BYTES + swz64(rr - BM, c)), src, src != nullptr, pr.K, k, false);
     }
@@ -192,16 +206,19 @@ __device__ __forceinline__ void store2(void *y, size_t o, float v0, float v1, bo
 
 /* Block (y, x): y[j, n0..] = w_e [N, K] . a[j / div] for the rows j of slot x and of its pair.
  * maps: this kernel's tensor-map slots, one an SM. */
-template <bool F32_OUT>
+/* SILU: moe_gate_up_silu_sorted_ws, y = act bf16 [R, N / 2] = silu(gate) * up of the f32 sums;
+ * the block's 128 act columns n0 .. from gate rows n0 .. and up rows N / 2 + n0 .. */
+template <bool F32_OUT, bool SILU = false>
 __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a, unsigned div,
                                             const int *__restrict__ perm, const int *__restrict__ tiles,
                                             const bf16 *__restrict__ w, unsigned r, unsigned K, unsigned N,
                                             unsigned e, unsigned char (*maps)[METRALE_TMA_BYTES]) {
   __shared__ uint64_t full[STAGES], empty[STAGES];
   __shared__ __align__(128) uint64_t map[METRALE_TMA_BYTES / 8];
+  static_assert(!SILU || !F32_OUT, "act is bf16");
   const uint64_t x = blockIdx.y, S = slot_count(r, e);
-  const unsigned n0 = blockIdx.x * BN;
-  if (x >= S || n0 >= N || div == 0 || K == 0) return;
+  const unsigned n0 = blockIdx.x * (SILU ? BN / 2u : BN), NO = SILU ? N / 2u : N; /* NO: output row */
+  if (x >= S || n0 >= NO || div == 0 || K == 0 || (SILU && N % 2u != 0)) return;
   slot_t s0l, s1l;
   if (!slot_at(x, tiles, r, e, s0l)) return;
   /* slot x is its expert's slot i: the i slots before it hold the same expert.  Odd i: the
@@ -212,7 +229,7 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
   while (i < x && i < 2u * SLOT && slot_at(x - 1 - i, tiles, r, e, s1l) && s1l.ex == s0l.ex) i++;
   if (i % 2u) return;
   const bool two = x + 1 < S && slot_at(x + 1, tiles, r, e, s1l) && s1l.ex == s0l.ex;
-  const pair_t pr = {a, div, perm, r, K, N, n0, s0l.ex, s0l.p, s0l.m, two ? s1l.p : 0, two ? s1l.m : 0};
+  const pair_t pr = {a, div, perm, r, K, N, n0, s0l.ex, s0l.p, s0l.m, two ? s1l.p : 0, two ? s1l.m : 0, SILU ? NO : 0u};
   const unsigned tid = threadIdx.x, wgi = tid / GROUP;
   const uint64_t wrows = (uint64_t)e * N;
   const bool fast = K % 8u == 0 && aligned16(a) && aligned16(w) && wrows + BN <= 0x7fffffffu;
@@ -238,7 +255,9 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
       unsigned smid;
       asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
       slot_map = maps[smid % 1024u]; /* %smid < 1024 on every GPU so far */
-      if (tid < 16u) map[tid] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[METRALE_TMA_BF16_K32_R256])[tid];
+      if (tid < 16u)
+        map[tid] = reinterpret_cast<const uint64_t *>(
+            metrale_tma_templates[SILU ? METRALE_TMA_BF16_K32_R128 : METRALE_TMA_BF16_K32_R256])[tid];
       __syncwarp();
       if (tid == 0) sm90::tmap_set_2d(map, w, K, (uint32_t)wrows, (uint64_t)K * sizeof(bf16));
       __syncwarp();
@@ -254,11 +273,25 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
 #pragma unroll
   for (unsigned q = 0; q < NACC; q++) acc[q] = 0.0f;
   consume(acc, s0, full, empty, c, (K + BK - 1) / BK);
+  /* the columns a thread stores: q < QN of 8 (SILU: act of gate column q and up column q + 16,
+   * in acc's first half) */
+  constexpr unsigned QN = SILU ? NACC / 8u : NACC / 4u;
+  /* the value stored for acc index v < 4 QN: SILU: silu(gate) * up, by the fast exp and
+   * reciprocal (an accurate expf and division on every value cost more than the separate
+   * silu_mul kernel, docs/perf-moe.md), and only for the warps that store */
+  auto val = [&](unsigned v) -> float {
+    if constexpr (SILU) {
+      const float g = acc[v];
+      return __fdividef(g, 1.0f + __expf(-g)) * acc[v + 4u * QN];
+    } else {
+      return acc[v];
+    }
+  };
 
   const unsigned lane = tid % 32u, wq = (tid / 32u) % 4u, t4 = lane % 4u;
   const unsigned row = wq * 16u + lane / 4u;
-  const bool even = N % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
-  if (!F32_OUT && N % 4u == 0 && ((uintptr_t)y & 7u) == 0) {
+  const bool even = NO % 2u == 0 && ((uintptr_t)y & (F32_OUT ? 7u : 3u)) == 0;
+  if (!F32_OUT && NO % 4u == 0 && ((uintptr_t)y & 7u) == 0) {
     /* bf16 rows in 32-byte runs: the lanes of a quad hold 8 columns of a row a q (16 bytes),
      * so they trade bf16 pairs to hold 4 consecutive columns of 16 each and store 8 bytes,
      * one whole sector a row an instruction (two half sectors before) */
@@ -268,14 +301,14 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
       const int j = row_of(pr, c, row + 8u * h);
       if (!__any_sync(0xffffffffu, j >= 0)) continue; /* a warp's 8 rows all past the slot's (decode) */
 #pragma unroll
-      for (unsigned p = 0; p < NACC / 8u; p++) {
-        const uint32_t lo = pack_bf16x2(acc[8 * p + 2 * h], acc[8 * p + 2 * h + 1]),
-                       hi = pack_bf16x2(acc[8 * p + 4 + 2 * h], acc[8 * p + 4 + 2 * h + 1]);
+      for (unsigned p = 0; p < QN / 2u; p++) {
+        const uint32_t lo = pack_bf16x2(val(8 * p + 2 * h), val(8 * p + 2 * h + 1)),
+                       hi = pack_bf16x2(val(8 * p + 4 + 2 * h), val(8 * p + 4 + 2 * h + 1));
         const uint32_t a0 = __shfl_sync(0xffffffffu, lo, src), a1 = __shfl_sync(0xffffffffu, lo, src + 1u),
                        b0 = __shfl_sync(0xffffffffu, hi, src), b1 = __shfl_sync(0xffffffffu, hi, src + 1u);
         const unsigned col = n0 + p * 16u + 4u * t4;
-        if (j >= 0 && col < N)
-          *reinterpret_cast<uint2 *>(static_cast<bf16 *>(y) + (size_t)j * N + col) =
+        if (j >= 0 && col < NO)
+          *reinterpret_cast<uint2 *>(static_cast<bf16 *>(y) + (size_t)j * NO + col) =
               t4 < 2u ? make_uint2(a0, a1) : make_uint2(b0, b1);
       }
     }
@@ -286,11 +319,11 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
     const int j = row_of(pr, c, row + 8u * h);
     if (j < 0) continue;
 #pragma unroll
-    for (unsigned q = 0; q < NACC / 4u; q++) {
+    for (unsigned q = 0; q < QN; q++) {
       const unsigned col = n0 + q * 8u + 2u * t4;
-      if (col >= N) continue;
-      store2<F32_OUT>(y, (size_t)j * N + col, acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1], even && col + 1 < N,
-                      col + 1 < N);
+      if (col >= NO) continue;
+      store2<F32_OUT>(y, (size_t)j * NO + col, val(4 * q + 2 * h), val(4 * q + 2 * h + 1), even && col + 1 < NO,
+                      col + 1 < NO);
     }
   }
 }

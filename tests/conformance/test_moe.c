@@ -332,7 +332,7 @@ static const moe_shape sorted_shapes[] = {{1, 1, 2, 16, 8},     {3, 2, 4, 129, 7
                                           {2, 3, 3, 7, 1},      {1, 10, 12, 264, 512}, {2, 2, 3, 2048, 520},
                                           {100, 4, 5, 200, 136}, {300, 2, 3, 96, 64}, {40, 4, 3, 512, 256}};
 
-/* One of the two sorted projections: gate_up (x rows j / k, bf16 out) or down (act rows j,
+/* One of the sorted projections: gate_up (x rows j / k, bf16 out; 2: act = silu(gate) * up) or down (act rows j,
  * f32 out, or bf16 where y_bf16), every row routed to a valid expert so that the lists name all of them. */
 static void check_sorted(metrale_kernel_id id, int gate_up, int ws, int y_bf16) {
   CF_BEGIN(ctx, kern, id);
@@ -360,13 +360,22 @@ static void check_sorted(metrale_kernel_id id, int gate_up, int ws, int y_bf16) 
         for (uint32_t i = 0; i < kin; i++) acc += mt_bf(wr[i]) * mt_bf(ar[i]);
         ref[(size_t)j * nout + f] = acc;
       }
+    const uint32_t nact = gate_up == 2 ? nout / 2 : nout; /* the silu form's act columns */
+    if (gate_up == 2) /* act[j, c] = silu(g) * u of the unrounded sums, in place over ref's rows */
+      for (uint32_t j = 0; j < r; j++)
+        for (uint32_t c = 0; c < nact; c++) {
+          const double g = ref[(size_t)j * nout + c], u = ref[(size_t)j * nout + nact + c];
+          ref[(size_t)j * nact + c] = g / (1.0 + exp(-g)) * u;
+        }
     cf_launch l;
     const gpu_dim3 grid = ws ? (gpu_dim3){(nout + 255) / 256, (uint32_t)s, 1}
                              : (gpu_dim3){(uint32_t)s, (nout + 127) / 128, 1};
     cf_launch_init(&l, id, grid);
     const int out16 = gate_up || y_bf16;
-    int by = out16 ? cf_buf_add(&l, gate_up ? "gu" : "y", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16)
-                   : cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
+    const size_t nyo = (size_t)r * nact;
+    const char *yname = gate_up == 2 ? "act" : gate_up ? "gu" : "y";
+    int by = out16 ? cf_buf_add(&l, yname, CF_BF16, CF_OUT, nyo, NULL, CF_TOL_BF16)
+                   : cf_buf_add(&l, "y", CF_F32, CF_OUT, nyo, NULL, CF_TOL_F32);
     int ba = cf_buf_add(&l, gate_up ? "x" : "act", CF_BF16, CF_IN, na, a, 0);
     int bp = cf_buf_add(&l, "perm", CF_I32, CF_IN, r, perm, 0);
     int bt = cf_buf_add(&l, "tiles", CF_I32, CF_IN, 3 * s, tiles, 0);
@@ -383,9 +392,9 @@ static void check_sorted(metrale_kernel_id id, int gate_up, int ws, int y_bf16) 
     cf_arg_u32(&l, e);
     if (cf_run(&ctx, &l, kern)) {
       if (out16)
-        cf_check_bf16(&ctx, gate_up ? "gu" : "y", cf_bf16(&l, by), ref, ny, CF_TOL_BF16);
+        cf_check_bf16(&ctx, yname, cf_bf16(&l, by), ref, nyo, CF_TOL_BF16);
       else
-        cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, ny, CF_TOL_F32);
+        cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, nyo, CF_TOL_F32);
     }
     cf_launch_free(&l);
     free(a), free(w), free(idx), free(perm), free(tiles), free(ref);
@@ -400,5 +409,7 @@ Test(moe, moe_down_sorted) { check_sorted(METRALE_K_moe_down_sorted, 0, 0, 0); }
  * written); an expert of 1, 2, 3 or more slots */
 Test(moe, moe_gate_up_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_sorted_ws, 1, 1, 0); }
 Test(moe, moe_down_sorted_ws) { check_sorted(METRALE_K_moe_down_sorted_ws, 0, 1, 0); }
+/* gate_up with silu_mul on the way out (gate_up == 2): act [R, N/2] */
+Test(moe, moe_gate_up_silu_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_silu_sorted_ws, 2, 1, 0); }
 /* the same with y in bf16 */
 Test(moe, moe_down_sorted_ws_bf16) { check_sorted(METRALE_K_moe_down_sorted_ws_bf16, 0, 1, 1); }

@@ -1,5 +1,7 @@
 #include "ops.h"
 
+#include <stdio.h>
+
 #define CEIL_DIV(a, b) (uint32_t)(((uint64_t)(a) + (b) - 1) / (b))
 /* The gemv kernels (weights streamed once per 16 rows on CUDA cores) up to 4 rows; from 5 the
  * tensor-core tiles (split K for the few tiles of a decode batch).  On the H200 at batch 8
@@ -734,19 +736,20 @@ int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_
          has_kernel(o, METRALE_K_moe_combine_wide_bf16) && CEIL_DIV(h, 512) <= 65535;
 }
 
+/* The kernels op_moe_experts takes, in a buffer of the calling thread's that the next call
+ * overwrites. */
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
   if (!moe_sorted_fits(o, r, k, e, h, mi)) return "moe.moe_gate_up, moe.moe_down (a block a routed row)";
-  const int gu = moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e),
-            dn = moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e);
-  if (gu && metrale_ops_moe_y_bf16(o, r, k, e, h, mi))
-    return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted_ws_bf16 "
-           "(two 64-row slots an expert by 256 columns, TMA + wgmma; y in bf16 for moe.moe_combine_wide_bf16)";
-  if (gu && dn)
-    return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted_ws "
-           "(two 64-row slots an expert by 256 columns, TMA + wgmma)";
-  if (gu) return "moe.moe_sort, moe.moe_gate_up_sorted_ws, moe.moe_down_sorted (64-row tiles an expert)";
-  if (dn) return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted_ws (64-row tiles an expert)";
-  return "moe.moe_sort, moe.moe_gate_up_sorted, moe.moe_down_sorted (64-row tiles an expert)";
+  static _Thread_local char text[320];
+  const int silu = moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e),
+            gu = moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e),
+            dn = moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e), y16 = metrale_ops_moe_y_bf16(o, r, k, e, h, mi);
+  snprintf(text, sizeof text, "moe.moe_sort, moe.%s, moe.%s (%s%s%s)",
+           silu ? "moe_gate_up_silu_sorted_ws" : gu ? "moe_gate_up_sorted_ws, elementwise.silu_mul" : "moe_gate_up_sorted, elementwise.silu_mul",
+           y16 ? "moe_down_sorted_ws_bf16" : dn ? "moe_down_sorted_ws" : "moe_down_sorted",
+           silu || gu || dn ? "the ws kernels: two 64-row slots an expert by 256 columns, TMA + wgmma" : "64-row tiles an expert",
+           silu ? "; silu_mul in gate_up's stores" : "", y16 ? "; y in bf16 for moe.moe_combine_wide_bf16" : "");
+  return text;
 }
 
 static metrale_status moe_sort_rows(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, uint32_t r,
@@ -759,6 +762,12 @@ static metrale_status moe_gate_up_sorted(const metrale_ops *o, gpu_stream st, co
     LAUNCH(o, st, moe_gate_up_sorted_ws, CEIL_DIV(n, 256), (uint32_t)metrale_moe_slots(r, e), P(b->gu), P(x),
            P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
   LAUNCH(o, st, moe_gate_up_sorted, (uint32_t)metrale_moe_slots(r, e), CEIL_DIV(n, 128), P(b->gu), P(x),
+         P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
+}
+static metrale_status moe_gate_up_silu_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b,
+                                              gpu_ptr x, gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n,
+                                              uint32_t e) {
+  LAUNCH(o, st, moe_gate_up_silu_sorted_ws, CEIL_DIV(n, 256), (uint32_t)metrale_moe_slots(r, e), P(b->act), P(x),
          P(b->perm), P(b->tiles), P(w), U(r), U(k), U(h), U(n), U(e));
 }
 static metrale_status moe_down_sorted(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr w,
@@ -778,8 +787,12 @@ metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale
                               uint32_t e) {
   if (moe_sorted_fits(o, r, k, e, h, mi)) {
     METRALE_RETURN_IF_ERROR(moe_sort_rows(o, st, b, r, e));
-    METRALE_RETURN_IF_ERROR(moe_gate_up_sorted(o, st, b, x, w_gate_up, r, k, h, 2 * mi, e));
-    METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
+    if (moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e)) { /* act directly, no gu */
+      METRALE_RETURN_IF_ERROR(moe_gate_up_silu_sorted(o, st, b, x, w_gate_up, r, k, h, 2 * mi, e));
+    } else {
+      METRALE_RETURN_IF_ERROR(moe_gate_up_sorted(o, st, b, x, w_gate_up, r, k, h, 2 * mi, e));
+      METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
+    }
     return moe_down_sorted(o, st, b, w_down, r, h, mi, e, metrale_ops_moe_y_bf16(o, r, k, e, h, mi));
   }
   METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, b->gu, x, b->idx, w_gate_up, r, k, h, 2 * mi));

@@ -151,6 +151,7 @@ typedef struct metrale_moe_buffers {
 metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
                               gpu_ptr w_gate_up, gpu_ptr w_down, uint32_t r, uint32_t k, uint32_t h, uint32_t mi,
                               uint32_t e);
+/* (in a buffer of the calling thread's that the next call overwrites) */
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
 /* Whether op_moe_experts writes y in bf16 for these shapes: the grouped path on
  * moe_down_sorted_ws_bf16, with moe_combine_wide_bf16 to read it. */
