@@ -277,7 +277,7 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
    * in acc's first half) */
   constexpr unsigned QN = SILU ? NACC / 8u : NACC / 4u;
   /* the value stored for acc index v < 4 QN: SILU: silu(gate) * up, by the fast exp and
-   * reciprocal (an accurate expf and division on every value cost more than the separate
+   * division (an accurate expf and division on every value cost more than the separate
    * silu_mul kernel, docs/perf-moe.md), and only for the warps that store */
   auto val = [&](unsigned v) -> float {
     if constexpr (SILU) {

@@ -411,5 +411,5 @@ Test(moe, moe_gate_up_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_sorted_ws,
 Test(moe, moe_down_sorted_ws) { check_sorted(METRALE_K_moe_down_sorted_ws, 0, 1, 0); }
 /* gate_up with silu_mul on the way out (gate_up == 2): act [R, N/2] */
 Test(moe, moe_gate_up_silu_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_silu_sorted_ws, 2, 1, 0); }
-/* the same with y in bf16 */
+/* moe_down_sorted_ws with y in bf16 */
 Test(moe, moe_down_sorted_ws_bf16) { check_sorted(METRALE_K_moe_down_sorted_ws_bf16, 0, 1, 1); }
