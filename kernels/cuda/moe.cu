@@ -450,37 +450,27 @@ constexpr unsigned kCombineWBlock = mk_block("moe_combine_wide");
  * sums waits one memory latency an expert: the 4096-token chunks of a prefill read 335 MB
  * here at ~2.7 TB/s that way); the sum keeps moe_combine's order. */
 constexpr unsigned kCombineAhead = 16;
-__device__ __forceinline__ float y_value(const float *p) { return __ldg(p); }
-__device__ __forceinline__ float y_value(const bf16 *p) { return bf16_to_f32(*p); }
-/* YT: the routed rows' outputs, f32 (moe_combine_wide) or bf16 (moe_combine_wide_bf16) */
-template <typename YT>
-__device__ __forceinline__ void combine_wide(bf16 *__restrict__ out, const bf16 *__restrict__ res,
-                                             const YT *__restrict__ y, const float *__restrict__ w,
-                                             const bf16 *__restrict__ shared, const float *__restrict__ gate,
-                                             unsigned t, unsigned k, unsigned h, unsigned ld, unsigned col) {
+MK_KERNEL(moe_combine_wide)(bf16 *__restrict__ out, const bf16 *__restrict__ res,
+                            const float *__restrict__ y, const float *__restrict__ w,
+                            const bf16 *__restrict__ shared, const float *__restrict__ gate,
+                            unsigned t, unsigned k, unsigned h, unsigned ld, unsigned col) {
   const unsigned tok = blockIdx.x, f = blockIdx.y * kCombineWBlock + threadIdx.x;
   if (tok >= t || f >= h) return;
   const float *tw = w + (size_t)tok * k;               /* [k] */
-  const YT *ty = y + (size_t)tok * k * h + f;          /* column f of [k, H] */
+  const float *ty = y + (size_t)tok * k * h + f;       /* column f of [k, H] */
   const size_t o = (size_t)tok * h + f;
   float yv[kCombineAhead], wv[kCombineAhead];
 #pragma unroll
   for (unsigned j = 0; j < kCombineAhead; j++)
-    if (j < k) yv[j] = y_value(ty + (size_t)j * h), wv[j] = __ldg(tw + j);
+    if (j < k) yv[j] = __ldg(ty + (size_t)j * h), wv[j] = __ldg(tw + j);
   const float g = __ldg(gate + (size_t)tok * ld + col), sh = bf16_to_f32(shared[o]);
   float acc = bf16_to_f32(res[o]); /* moe_combine's order: res, experts, shared */
 #pragma unroll
   for (unsigned j = 0; j < kCombineAhead; j++)
     if (j < k) acc += wv[j] * yv[j];
-  for (unsigned j = kCombineAhead; j < k; j++) acc += tw[j] * y_value(ty + (size_t)j * h);
+  for (unsigned j = kCombineAhead; j < k; j++) acc += tw[j] * ty[(size_t)j * h];
   acc += sigmoid_f(g) * sh;
   out[o] = f32_to_bf16(acc);
-}
-MK_KERNEL(moe_combine_wide)(bf16 *__restrict__ out, const bf16 *__restrict__ res,
-                            const float *__restrict__ y, const float *__restrict__ w,
-                            const bf16 *__restrict__ shared, const float *__restrict__ gate,
-                            unsigned t, unsigned k, unsigned h, unsigned ld, unsigned col) {
-  combine_wide(out, res, y, w, shared, gate, t, k, h, ld, col);
 }
 MK_CHECK(moe_combine_wide, moe);
 /* Two features a thread, so that each load brings 4 bytes of y as moe_combine_wide's do (with
