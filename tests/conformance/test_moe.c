@@ -411,5 +411,18 @@ Test(moe, moe_gate_up_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_sorted_ws,
 Test(moe, moe_down_sorted_ws) { check_sorted(METRALE_K_moe_down_sorted_ws, 0, 1, 0); }
 /* gate_up with silu_mul on the way out (gate_up == 2): act [R, N/2] */
 Test(moe, moe_gate_up_silu_sorted_ws) { check_sorted(METRALE_K_moe_gate_up_silu_sorted_ws, 2, 1, 0); }
+/* gate rows then as many up rows: an odd n is refused before anything is read or written
+ * (the null buffers would fault), on every backend that has the kernel */
+Test(moe, moe_gate_up_silu_sorted_ws_refuses_odd_n) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_gate_up_silu_sorted_ws);
+  const gpu_arg args[] = {gpu_arg_ptr(0), gpu_arg_ptr(0), gpu_arg_ptr(0), gpu_arg_ptr(0), gpu_arg_ptr(0),
+                          gpu_arg_u32(1), gpu_arg_u32(1), gpu_arg_u32(8), gpu_arg_u32(3), gpu_arg_u32(1)};
+  metrale_status s = metrale_launch(ctx.dev, METRALE_K_moe_gate_up_silu_sorted_ws, kern, (gpu_dim3){1, 3, 1}, NULL,
+                                    args, sizeof args / sizeof args[0]);
+  CF_EXPECT(&ctx, metrale_status_code(s) == METRALE_CODE_INVALID_ARGUMENT, "n = 3 gave %s: %s",
+            metrale_code_name(metrale_status_code(s)), metrale_status_message(s));
+  metrale_status_free(s);
+  cf_close(&ctx);
+}
 /* moe_down_sorted_ws with y in bf16 */
 Test(moe, moe_down_sorted_ws_bf16) { check_sorted(METRALE_K_moe_down_sorted_ws_bf16, 0, 1, 1); }
