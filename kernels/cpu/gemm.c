@@ -1,5 +1,5 @@
 /* gemm module: gemm_bf16, gemm_bf16_f32, gemm_f32in (their gemv and tile forms are the same ops:
- * same_op.c), gemm_f32in_hi_ws, gemm_f16_ws, and the
+ * same_op.c), gemm_f32in_hi_ws, gemm_f16_ws (and its three-output form), and the
  * routed-expert projections of moe.c, which share the loop nest.
  *
  * Decode (small M) is bound by streaming the weights, so the loop nest reads each
@@ -299,34 +299,62 @@ metrale_status cpu_k_gemm_f32in_hi_ws(const gpu_arg *args) {
   return s;
 }
 
-/* gemm_f16_ws: y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T.  x becomes f32 once; the weights
- * are converted in the dot loops (exact: bf16.h), so the products are exact and only the f32
- * sums round.  Blocks of NB weight rows, rows in groups of GROUP, as apply_block. */
-metrale_status cpu_k_gemm_f16_ws(const gpu_arg *args) {
-  float *y = cpu_arg_p(args, 0);
-  const uint16_t *x = cpu_arg_p(args, 1), *w = cpu_arg_p(args, 2);
-  const uint32_t m = cpu_arg_u(args, 3), n = cpu_arg_u(args, 4), k = cpu_arg_u(args, 5);
-  if (m == 0 || n == 0) return METRALE_OK;
+/* y f32 = x fp16 [M,K] . w fp16 [N,K]^T with column j of the product in the output of its
+ * range: y[0] [M, n[0]] for j < n[0], y[1] [M, n[1]] for the next n[1] columns, y[2] [M, n[2]]
+ * for the rest (gemm_f16_ws: all of them in y[0]).  x becomes f32 once; the weights are
+ * converted in the dot loops (exact: bf16.h), so the products are exact and only the f32 sums
+ * round.  Blocks of NB weight rows, rows in groups of GROUP, as apply_block. */
+static metrale_status gemm_f16_cols(float *const y[3], const uint32_t n[3], const uint16_t *x, const uint16_t *w,
+                                    uint32_t m, uint32_t k, const char *name) {
+  const uint64_t nn = (uint64_t)n[0] + n[1] + n[2];
+  if (m == 0 || nn == 0) return METRALE_OK;
   float *xf = malloc((size_t)m * k * sizeof *xf + sizeof *xf);
-  if (!xf) return METRALE_ERROR(OUT_OF_MEMORY, "gemm_f16_ws: f32 copy of x [%u, %u]", m, k);
+  if (!xf) return METRALE_ERROR(OUT_OF_MEMORY, "%s: f32 copy of x [%u, %u]", name, m, k);
   for (size_t i = 0; i < (size_t)m * k; i++) xf[i] = metrale_f16_to_f32(x[i]);
-  const int64_t nblocks = ((int64_t)n + NB - 1) / NB;
+  const int64_t nblocks = ((int64_t)nn + NB - 1) / NB;
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < nblocks; blk++) {
-    const uint32_t n0 = (uint32_t)blk * NB, n1 = n0 + NB < n ? n0 + NB : n;
+    const uint64_t j0 = (uint64_t)blk * NB, j1 = j0 + NB < nn ? j0 + NB : nn;
+    float *yc[NB]; /* column j0 + i of row 0 */
+    uint64_t ld[NB];
+    for (uint64_t j = j0; j < j1; j++) {
+      const int part = j < n[0] ? 0 : j < (uint64_t)n[0] + n[1] ? 1 : 2;
+      yc[j - j0] = y[part] + (j - (part > 0 ? n[0] : 0) - (part > 1 ? n[1] : 0));
+      ld[j - j0] = n[part];
+    }
     uint32_t r = 0;
     for (; r + GROUP <= m; r += GROUP) {
       const float *xr[GROUP];
       for (int g = 0; g < GROUP; g++) xr[g] = xf + (size_t)(r + g) * k;
-      for (uint32_t j = n0; j < n1; j++) {
+      for (uint64_t j = j0; j < j1; j++) {
         float out[GROUP];
         dot_group_f16w(out, xr, w + (size_t)j * k, k);
-        for (int g = 0; g < GROUP; g++) y[(size_t)(r + g) * n + j] = out[g];
+        for (int g = 0; g < GROUP; g++) yc[j - j0][(size_t)(r + g) * ld[j - j0]] = out[g];
       }
     }
     for (; r < m; r++)
-      for (uint32_t j = n0; j < n1; j++) y[(size_t)r * n + j] = dot_one_f16w(xf + (size_t)r * k, w + (size_t)j * k, k);
+      for (uint64_t j = j0; j < j1; j++) yc[j - j0][(size_t)r * ld[j - j0]] = dot_one_f16w(xf + (size_t)r * k, w + (size_t)j * k, k);
   }
   free(xf);
   return METRALE_OK;
+}
+
+/* gemm_f16_ws: y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T */
+metrale_status cpu_k_gemm_f16_ws(const gpu_arg *args) {
+  float *const y[3] = {cpu_arg_p(args, 0), NULL, NULL};
+  const uint32_t n[3] = {cpu_arg_u(args, 4), 0, 0};
+  return gemm_f16_cols(y, n, cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3), cpu_arg_u(args, 5),
+                       "gemm_f16_ws");
+}
+
+/* gemm_f16_ws_cols3: the product's columns in y0 [M,n0], y1 [M,n1], y2 [M,n2] */
+metrale_status cpu_k_gemm_f16_ws_cols3(const gpu_arg *args) {
+  float *const y[3] = {cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2)};
+  const uint32_t n[3] = {cpu_arg_u(args, 6), cpu_arg_u(args, 7), cpu_arg_u(args, 8)};
+  if (n[0] % 2 || n[1] % 2 || (((uintptr_t)y[0] | (uintptr_t)y[1] | (uintptr_t)y[2]) & 7u) ||
+      (uint64_t)n[0] + n[1] + n[2] > UINT32_MAX)
+    return METRALE_ERROR(INVALID_ARGUMENT, "gemm_f16_ws_cols3: needs n0 and n1 even (n0 = %u, n1 = %u), "
+                         "n0 + n1 + n2 < 2^32 (n2 = %u) and 8-byte aligned y0, y1, y2", n[0], n[1], n[2]);
+  return gemm_f16_cols(y, n, cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 9),
+                       "gemm_f16_ws_cols3");
 }

@@ -296,6 +296,33 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
   pin(acc);
 }
 
+/* An f32 output in three column ranges (gemm_f16_ws_cols3): product columns [0, n0) go to y0
+ * [M, n0], [n0, n0 + n1) to y1 [M, n1], the rest to y2 [M, n2].  n0 and n1 are even and the
+ * outputs 8-byte aligned (the launch rules), so a thread's two adjacent columns never straddle
+ * two outputs and go out as one 8-byte store, as store_acc's do. */
+struct cols3 {
+  float *y0, *y1, *y2;
+  unsigned n0, n1, n2;
+};
+template <typename Y> struct is_cols3 { static constexpr bool value = false; };
+template <> struct is_cols3<cols3> { static constexpr bool value = true; };
+template <unsigned NACC>
+__device__ __forceinline__ void store_acc_cols3(const cols3 &y, const float (&acc)[NACC], unsigned M, unsigned row,
+                                                unsigned n0, unsigned t) {
+#pragma unroll
+  for (unsigned j = 0; j < NACC / 4u; j++) {
+    unsigned col = n0 + j * 8 + 2 * t, ld = y.n0;
+    float *out = y.y0;
+    if (col >= y.n0 + y.n1) {
+      out = y.y2, ld = y.n2, col -= y.n0 + y.n1; /* past N: store2 writes nothing */
+    } else if (col >= y.n0) {
+      out = y.y1, ld = y.n1, col -= y.n0;
+    }
+    if (row < M) store2<true>(out, ld, row, col, acc[4 * j], acc[4 * j + 1], ld % 2u == 0);
+    if (row + 8 < M) store2<true>(out, ld, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], ld % 2u == 0);
+  }
+}
+
 /* BM x BN tiles (128 rows by 256 or 192 columns, or 64 by 256), walked as walk<SPLIT, PAIR>
  * says.  SPLIT > 1: the SPLIT blocks of a cluster (1, 1, SPLIT) share one tile, block z walking
  * the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT) (k_steps_of_block); the consumers leave their
@@ -303,9 +330,11 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
  * by the consumers' 256 threads; the producer warps have exited by then).  PAIR 2: clusters
  * (2, 1, 1) sharing w (empty_count). */
 template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256,
-          unsigned BM = 128, bool F16 = false, unsigned PAIR = 1>
-__device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, const bf16 *__restrict__ w,
+          unsigned BM = 128, bool F16 = false, unsigned PAIR = 1, typename Y>
+__device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
+  constexpr bool C3 = is_cols3<Y>::value; /* y: a pointer, or three outputs (N = n0 + n1 + n2) */
+  static_assert(!C3 || (F32_OUT && SPLIT == 1), "three f32 outputs, whole-K tiles");
   __shared__ uint64_t full[STAGES], empty[STAGES];
   const walk<SPLIT, BM, BN, PAIR> tw0;
   if (!tw0.more(M, N)) return; /* a cluster's blocks share the item: all of them or none */
@@ -358,7 +387,9 @@ __device__ __forceinline__ void gemm_tile_ws(void *y, const XT *__restrict__ x, 
     consume<XT, STAGES, LO, BM, BN, F16, PAIR>(acc, s0, full, empty, c, step, NT);
     unsigned m0, n0;
     tw.origin(M, N, rank, m0, n0);
-    if constexpr (SPLIT > 1) {
+    if constexpr (C3) {
+      store_acc_cols3(y, acc, M, m0 + row, n0 + col0, lane % 4u);
+    } else if constexpr (SPLIT > 1) {
       constexpr unsigned LD = split_ld(BN);
       static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES, BM, BN>::STAGE, "the partial tile fits over the ring");
       float *part = reinterpret_cast<float *>(gemm_dyn_smem + (s0 - smem_addr(gemm_dyn_smem)));

@@ -54,6 +54,14 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   if (strcmp(k, "moe_gate_up_silu_sorted_ws") == 0 && u32_arg(info, args, "n") % 2u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: n = %u is odd (gate rows then as many up rows)", k,
                          u32_arg(info, args, "n"));
+  if (strcmp(k, "gemm_f16_ws_cols3") == 0) {
+    uint32_t n0 = u32_arg(info, args, "n0"), n1 = u32_arg(info, args, "n1"), n2 = u32_arg(info, args, "n2");
+    uint64_t ys = args[metrale_kernel_arg_index(info, "y0")].v.ptr | args[metrale_kernel_arg_index(info, "y1")].v.ptr |
+                  args[metrale_kernel_arg_index(info, "y2")].v.ptr;
+    if (n0 % 2u != 0 || n1 % 2u != 0 || (ys & 7u) != 0 || (uint64_t)n0 + n1 + n2 > UINT32_MAX)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs n0 and n1 even (n0 = %u, n1 = %u), n0 + n1 + n2 < 2^32 "
+                           "(n2 = %u) and 8-byte aligned y0, y1, y2", k, n0, n1, n2);
+  }
   return METRALE_OK;
 }
 

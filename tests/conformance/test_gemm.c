@@ -297,3 +297,88 @@ Test(gemm, gemm_f16_ws) { run_gemm_f16_ws((gpu_dim3){0, 0, 0}); }
 Test(gemm, gemm_f16_ws_walk) {
   for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++) run_gemm_f16_ws(walk_grid(METRALE_K_gemm_f16_ws, i));
 }
+
+/* gemm_f16_ws_cols3: gemm_f16_ws's product with its columns in three outputs.  Ranges that
+ * meet at tile edges (as the layer's q|k|v, z and b|a) and inside tiles, an odd last range
+ * (its last column alone), empty first, middle and last ranges, unaligned K; each output in
+ * its own guarded buffer, so a column sent to the wrong one, or past one, fails. */
+typedef struct {
+  uint32_t m, n[3], k;
+} cols3_shape;
+static const cols3_shape cols3_shapes[] = {{1, {2, 0, 1}, 1},         {5, {256, 256, 64}, 7},
+                                           {129, {130, 100, 33}, 33}, {130, {8, 514, 0}, 96},
+                                           {200, {0, 260, 6}, 1000},  {1100, {64, 66, 2}, 40},
+                                           {150, {300, 0, 301}, 4097}, {256, {2048, 1024, 64}, 64}};
+
+static void run_gemm_f16_ws_cols3(gpu_dim3 walk) {
+  CF_BEGIN(ctx, kern, METRALE_K_gemm_f16_ws_cols3);
+  for (size_t si = 0; si < sizeof cols3_shapes / sizeof cols3_shapes[0]; si++) {
+    const cols3_shape *c = &cols3_shapes[si];
+    const mnk s = {c->m, c->n[0] + c->n[1] + c->n[2], c->k};
+    snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u+%u+%u K=%u", s.m, c->n[0], c->n[1], c->n[2], s.k);
+    const size_t nx = (size_t)s.m * s.k, nw = (size_t)s.n * s.k;
+    uint16_t *x = cf_alloc(nx, 2), *w = cf_alloc(nw, 2);
+    for (size_t i = 0; i < nx; i++)
+      x[i] = metrale_f32_to_f16((float)mt_uniform(&ctx.rng, -1, 1) * (i % 97 == 3 ? 1e-5f : 4.0f));
+    for (size_t i = 0; i < nw; i++) w[i] = metrale_f32_to_f16((float)mt_uniform(&ctx.rng, -1, 1));
+    double *ref[3];
+    for (int p = 0, j0 = 0; p < 3; j0 += (int)c->n[p], p++) {
+      ref[p] = cf_alloc((size_t)s.m * c->n[p] + 1, sizeof(double));
+      for (uint32_t i = 0; i < s.m; i++)
+        for (uint32_t j = 0; j < c->n[p]; j++) {
+          double acc = 0.0;
+          for (uint32_t q = 0; q < s.k; q++)
+            acc += (double)metrale_f16_to_f32(x[(size_t)i * s.k + q]) *
+                   metrale_f16_to_f32(w[(size_t)(j0 + j) * s.k + q]);
+          ref[p][(size_t)i * c->n[p] + j] = acc;
+        }
+    }
+    cf_launch l;
+    cf_launch_init(&l, METRALE_K_gemm_f16_ws_cols3,
+                   walk.x ? walk : tile_grid(METRALE_K_gemm_f16_ws_cols3, &s, 128, 256, 1));
+    static const char *names[3] = {"y0", "y1", "y2"};
+    int by[3];
+    for (int p = 0; p < 3; p++) by[p] = cf_buf_add(&l, names[p], CF_F32, CF_OUT, (size_t)s.m * c->n[p], NULL, CF_TOL_F32);
+    int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0); /* 16-bit words holding halves */
+    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
+    for (int p = 0; p < 3; p++) cf_arg_buf(&l, by[p]);
+    cf_arg_buf(&l, bx);
+    cf_arg_buf(&l, bw);
+    cf_arg_u32(&l, s.m);
+    for (int p = 0; p < 3; p++) cf_arg_u32(&l, c->n[p]);
+    cf_arg_u32(&l, s.k);
+    if (cf_run(&ctx, &l, kern))
+      for (int p = 0; p < 3; p++)
+        cf_check_f32(&ctx, names[p], cf_f32(&l, by[p]), ref[p], (size_t)s.m * c->n[p], CF_TOL_F32);
+    cf_launch_free(&l);
+    free(x), free(w);
+    for (int p = 0; p < 3; p++) free(ref[p]);
+  }
+  cf_close(&ctx);
+}
+
+Test(gemm, gemm_f16_ws_cols3) { run_gemm_f16_ws_cols3((gpu_dim3){0, 0, 0}); }
+
+Test(gemm, gemm_f16_ws_cols3_walk) {
+  for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++)
+    run_gemm_f16_ws_cols3(walk_grid(METRALE_K_gemm_f16_ws_cols3, i));
+}
+
+/* An odd n0 or n1 (a thread's column pair would straddle two outputs) and an output off 8-byte
+ * alignment are refused, on every backend that has the kernel */
+Test(gemm, gemm_f16_ws_cols3_refuses_odd_ranges) {
+  CF_BEGIN(ctx, kern, METRALE_K_gemm_f16_ws_cols3);
+  const uint32_t bad[3][4] = {{3, 2, 2, 0}, {2, 3, 2, 0}, {2, 2, 2, 4}}; /* n0, n1, n2, byte offset of y1 */
+  for (int i = 0; i < 3; i++) {
+    const gpu_arg args[] = {gpu_arg_ptr(4096), gpu_arg_ptr(8192 + bad[i][3]), gpu_arg_ptr(12288), gpu_arg_ptr(16384),
+                            gpu_arg_ptr(20480), gpu_arg_u32(1), gpu_arg_u32(bad[i][0]), gpu_arg_u32(bad[i][1]),
+                            gpu_arg_u32(bad[i][2]), gpu_arg_u32(1)};
+    metrale_status st = metrale_launch(ctx.dev, METRALE_K_gemm_f16_ws_cols3, kern, (gpu_dim3){2, 1, 1}, NULL, args,
+                                       sizeof args / sizeof args[0]);
+    CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "n = %u + %u + %u, y1 + %u gave %s: %s",
+              bad[i][0], bad[i][1], bad[i][2], bad[i][3], metrale_code_name(metrale_status_code(st)),
+              metrale_status_message(st));
+    metrale_status_free(st);
+  }
+  cf_close(&ctx);
+}

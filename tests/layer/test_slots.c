@@ -220,7 +220,8 @@ Test(modes, large_decode_batch_on_f16_proj, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
-/* Where the backend runs the prefill's q|k|v and z on IEEE half operands (gemm_f16_ws; the
+/* Where the backend runs the prefill's in_proj on IEEE half operands (gemm_f16_ws_cols3, or
+ * q|k|v and z on gemm_f16_ws; the
  * test claims GPU_CAP_F16_TENSOR for the backend, so that the cpu, which has the kernels but
  * not their speed, takes that path too), a
  * layer whose in_proj holds a weight past half's range must keep f32 x there (the audit says
@@ -244,16 +245,24 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
   metrale_qwen3_ssm_layer *plain = NULL, *odd = NULL;
   CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &plain));
   CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, huge, &odd));
-  gpu_kernel k16 = 0;
+  gpu_kernel k16 = 0, k3 = 0, kba = 0;
   metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
   const int has16 = s == NULL;
   metrale_status_free(s);
+  s = be->vt->kernel(be, "gemm", "gemm_f16_ws_cols3", &k3);
+  const int has3 = s == NULL;
+  metrale_status_free(s);
+  s = be->vt->kernel(be, "gdn", "gates_ba", &kba);
+  const int hasba = s == NULL;
+  metrale_status_free(s);
+  /* with gemm_f16_ws_cols3 (and gates_ba) the whole in_proj is one launch on fp16 x */
+  const char *path16 = has3 && hasba ? "gemm_f16_ws_cols3 (one launch" : "gemm_f16_ws (fp16 x";
   char *dp = describe(plain), *dodd = describe(odd);
   if (has16) {
-    cr_expect(strstr(dp, "gemm_f16_ws (fp16 x") != NULL, "the plain layer does not take gemm_f16_ws:\n%s", dp);
+    cr_expect(strstr(dp, path16) != NULL, "the plain layer does not take %s:\n%s", path16, dp);
     cr_expect(strstr(dodd, "no fp16 in_proj in this layer: in_proj row 0 holds 70144") != NULL,
               "the layer with 70000 in in_proj does not say it keeps f32 x:\n%s", dodd);
-    cr_expect(strstr(dodd, "gemm_f16_ws (fp16 x") == NULL, "the layer with 70000 in in_proj takes gemm_f16_ws");
+    cr_expect(strstr(dodd, "gemm_f16_ws") == NULL, "the layer with 70000 in in_proj takes an fp16 GEMM:\n%s", dodd);
   } else {
     cr_log_info("this backend has no gemm.gemm_f16_ws: both layers keep f32 x");
   }

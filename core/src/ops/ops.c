@@ -379,6 +379,19 @@ metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
   LAUNCH(o, st, gemm_f16_ws, grid.x, 1, P(y), P(x), P(w), U(m), U(n), U(k));
 }
 
+int metrale_ops_f16_in_proj_fits(const metrale_ops *o, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2,
+                                 uint32_t k) {
+  const uint64_t n = (uint64_t)n0 + n1 + n2;
+  return has_kernel(o, METRALE_K_gemm_f16_ws_cols3) && has_kernel(o, METRALE_K_gates_ba) && n0 % 2 == 0 &&
+         n1 % 2 == 0 && n <= UINT32_MAX && metrale_ops_f16_gemm_fits(o, m, (uint32_t)n, k);
+}
+
+metrale_status op_gemm_f16_cols3(const metrale_ops *o, gpu_stream st, gpu_ptr y0, gpu_ptr y1, gpu_ptr y2, gpu_ptr x,
+                                 gpu_ptr w, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2, uint32_t k) {
+  const gpu_dim3 grid = ws_grid(o, METRALE_K_gemm_f16_ws_cols3, m, n0 + n1 + n2, 128, 256);
+  LAUNCH(o, st, gemm_f16_ws_cols3, grid.x, 1, P(y0), P(y1), P(y2), P(x), P(w), U(m), U(n0), U(n1), U(n2), U(k));
+}
+
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,
                         gpu_ptr a, gpu_ptr p, uint32_t t, uint32_t nk, uint32_t nv, uint32_t dk,
                         uint32_t dv) {
@@ -469,6 +482,13 @@ metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr 
   LAUNCH(o, st, gates, CEIL_DIV(n, 256), 1, P(g), P(beta), P(a), P(b), P(a_log), P(dt_bias), U(n), U(nv));
 }
 
+metrale_status op_gates_ba(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr ba,
+                           gpu_ptr a_log, gpu_ptr dt_bias, uint32_t t, uint32_t nv) {
+  const uint64_t n = (uint64_t)t * nv;
+  if (n > UINT32_MAX) return METRALE_ERROR(INVALID_ARGUMENT, "gates for %llu heads", (unsigned long long)n);
+  LAUNCH(o, st, gates_ba, CEIL_DIV(n, 256), 1, P(g), P(beta), P(ba), P(a_log), P(dt_bias), U((uint32_t)n), U(nv));
+}
+
 metrale_status op_ba_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr ba,
                            gpu_ptr x, gpu_ptr w_ba, gpu_ptr a_log, gpu_ptr dt_bias, uint32_t t, uint32_t nv,
                            uint32_t h) {
@@ -476,8 +496,7 @@ metrale_status op_ba_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_p
   if (n > UINT32_MAX) return METRALE_ERROR(INVALID_ARGUMENT, "gates for %llu heads", (unsigned long long)n);
   if (o->k[METRALE_K_gates_ba]) {
     METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, ba, x, w_ba, t, 2 * nv, h));
-    LAUNCH(o, st, gates_ba, CEIL_DIV(n, 256), 1, P(g), P(beta), P(ba), P(a_log), P(dt_bias), U((uint32_t)n),
-           U(nv));
+    return op_gates_ba(o, st, g, beta, ba, a_log, dt_bias, t, nv);
   }
   const gpu_ptr b = ba, a = ba + n * 4, w_a = w_ba + (uint64_t)nv * h * 2;
   METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, b, x, w_ba, t, nv, h));

@@ -71,6 +71,16 @@ metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
 /* y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T on gemm_f16_ws (where metrale_ops_f16_gemm_fits) */
 metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                            uint32_t m, uint32_t n, uint32_t k);
+/* The prefill's whole in_proj in one GEMM on IEEE half operands, its columns into three
+ * outputs (gemm_f16_ws_cols3: q|k|v, z, then b|a for gates_ba): whether the backend has both
+ * kernels and the GEMM of m x (n0 + n1 + n2), k deep, takes the 128x256 tiles
+ * (metrale_ops_f16_gemm_fits). */
+int metrale_ops_f16_in_proj_fits(const metrale_ops *ops, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2,
+                                 uint32_t k);
+/* p = x fp16 [M,K] . w fp16 [n0+n1+n2, K]^T into y0 f32 [M,n0], y1 [M,n1], y2 [M,n2]
+ * (where metrale_ops_f16_in_proj_fits) */
+metrale_status op_gemm_f16_cols3(const metrale_ops *o, gpu_stream st, gpu_ptr y0, gpu_ptr y1, gpu_ptr y2, gpu_ptr x,
+                                 gpu_ptr w, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2, uint32_t k);
 /* p f32 [T, P] in the order [q | k | v | z | b | a] (kernels.def split_qkvzba35) into its
  * pieces. */
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,
@@ -95,6 +105,10 @@ metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint
                             uint32_t dk, uint32_t ld);
 metrale_status op_gates(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr a,
                         gpu_ptr b, gpu_ptr a_log, gpu_ptr dt_bias, uint32_t n, uint32_t nv);
+/* g and beta [T, nv] from b and a side by side, ba f32 [T, 2nv] rows [b | a] (gdn.gates_ba,
+ * which the caller checked the backend has) */
+metrale_status op_gates_ba(const metrale_ops *o, gpu_stream st, gpu_ptr g, gpu_ptr beta, gpu_ptr ba,
+                           gpu_ptr a_log, gpu_ptr dt_bias, uint32_t t, uint32_t nv);
 /* A prefill's gates from its input: b and a = x f32 [T, H] . w_ba^T (w_ba bf16 [2nv, H], in_proj's
  * b rows then its a rows), then g and beta [T, nv] as op_gates.  ba is f32 scratch of 2*T*nv:
  * one GEMM into rows [b | a] and gates_ba where the backend has it, else two GEMMs into its

@@ -128,12 +128,17 @@ static void describe_projections(const metrale_ops *o, const qwen3_ssm_dims *d, 
   fprintf(out, "%s\n", n_split ? "" : " none in this backend");
 }
 
-/* q|k|v and z at a 4096-token prefill.  have16: the layer has its fp16 in_proj (a shape
+/* q|k|v, z (and b|a) at a 4096-token prefill.  have16: the layer has its fp16 in_proj (a shape
  * without weights is taken as convertible); f16_off: why not, where the weights said so. */
 static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, const char *f16_off,
                                   FILE *out) {
   const uint32_t nvdv = d->nv * d->dv;
   static const char f16[] = "gemm_f16_ws (fp16 x from elementwise.f32_to_f16, in_proj in fp16)";
+  if (have16 && metrale_ops_f16_in_proj_fits(o, 4096, d->C, nvdv, 2 * d->nv, d->H)) {
+    fprintf(out, "  %-31sgemm.gemm_f16_ws_cols3 (one launch into mixed, z and [b | a]; fp16 x from "
+                 "elementwise.f32_to_f16, in_proj in fp16), then gdn.gates_ba\n", "q|k|v, z, b|a, prefill 4096:");
+    return;
+  }
   fprintf(out, "  %-31sgemm.%s\n", "q|k|v, prefill 4096:",
           have16 && metrale_ops_f16_gemm_fits(o, 4096, d->C, d->H) ? f16 : metrale_ops_gemm_f32in_path(o, 4096, d->C, d->H));
   if (have16 && metrale_ops_f16_gemm_fits(o, 4096, nvdv, d->H)) {

@@ -2,9 +2,10 @@
  *
  *   mixed [T, C], z [T, nv*dv], b, a [T, nv] = x [T, H] . in_proj^T   (x .. o in f32;
  *                       in_proj's rows are [q | k | v | z | b | a] for both families,
- *                       weights.c: prefill runs one GEMM per piece, decode one gemv
+ *                       weights.c: prefill runs one GEMM per piece, or one GEMM whose
+ *                       columns go to the pieces (gemm_f16_ws_cols3), decode one gemv
  *                       into proj [B, P] and the Qwen3.5-layout split or fused kernel;
- *                       prefill's q|k|v and z, and a large decode batch's proj, on fp16(x)
+ *                       prefill's projections, and a large decode batch's proj, on fp16(x)
  *                       and in_proj16 where the backend has gemm_f16_ws and its tiles pay:
  *                       docs/numerics.md)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated
@@ -19,6 +20,38 @@
  *   out   [T, H]      = on . out_proj^T
  * Decode runs split .. gated norm as one kernel when the backend has it (gdn_decode_fused35). */
 #include "layer.h"
+
+/* A prefill's in_proj: mixed [T, C], z [T, nv*dv], and g, beta [T, nv] from b and a.  All of it by
+ * one GEMM on fp16(x) where the backend has gemm_f16_ws_cols3 and its tiles pay; else q|k|v and
+ * z each on fp16(x) or f32 x, b and a on f32 x. */
+static metrale_status prefill_in_proj(metrale_qwen3_ssm_layer *L, gpu_ptr x, uint32_t T, gpu_stream st) {
+  const metrale_ops *o = &L->ops;
+  const qwen3_ssm_dims *d = &L->d;
+  const qwen3_ssm_scratch *s = &L->s;
+  const qwen3_ssm_weights *w = &L->w;
+  const uint32_t nvdv = d->nv * d->dv;
+  if (w->in_proj16 && metrale_ops_f16_in_proj_fits(o, T, d->C, nvdv, 2 * d->nv, d->H)) {
+    METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
+    METRALE_RETURN_IF_ERROR(
+        op_gemm_f16_cols3(o, st, s->mixed, s->z, s->b, s->x16, w->in_proj16, T, d->C, nvdv, 2 * d->nv, d->H));
+    return op_gates_ba(o, st, s->g, s->beta, s->b, w->a_log, w->dt_bias, T, d->nv);
+  }
+  const uint64_t row = (uint64_t)d->H * 2; /* bytes of an in_proj row */
+  const gpu_ptr wz = w->in_proj + (uint64_t)d->C * row, wb = wz + (uint64_t)nvdv * row;
+  const int f16_qkv = w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, d->C, d->H);
+  const int f16_z = w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, nvdv, d->H);
+  if (f16_qkv || f16_z) METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
+  if (f16_qkv)
+    METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->mixed, s->x16, w->in_proj16, T, d->C, d->H));
+  else
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->mixed, x, w->in_proj, T, d->C, d->H));
+  if (f16_z)
+    METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->z, s->x16, w->in_proj16 + (uint64_t)d->C * d->H * 2, T, nvdv, d->H));
+  else
+    METRALE_RETURN_IF_ERROR(op_gemm_f32in_z(o, st, s->z, x, wz, T, nvdv, d->H));
+  /* b and a (in_proj's last 2 nv rows, b first) and from them g and beta */
+  return op_ba_gates(o, st, s->g, s->beta, s->b, x, wb, w->a_log, w->dt_bias, T, d->nv, d->H);
+}
 
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
                                gpu_ptr out, uint32_t T, uint32_t S, int decode, gpu_stream st) {
@@ -48,21 +81,7 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     }
     METRALE_RETURN_IF_ERROR(op_split(o, st, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk, d->nv, d->dk, d->dv));
   } else {
-    const uint64_t row = (uint64_t)d->H * 2; /* bytes of an in_proj row */
-    const gpu_ptr wz = w->in_proj + (uint64_t)d->C * row, wb = wz + (uint64_t)nvdv * row;
-    const int f16_qkv = w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, d->C, d->H);
-    const int f16_z = w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, nvdv, d->H);
-    if (f16_qkv || f16_z) METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
-    if (f16_qkv)
-      METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->mixed, s->x16, w->in_proj16, T, d->C, d->H));
-    else
-      METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->mixed, x, w->in_proj, T, d->C, d->H));
-    if (f16_z)
-      METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->z, s->x16, w->in_proj16 + (uint64_t)d->C * d->H * 2, T, nvdv, d->H));
-    else
-      METRALE_RETURN_IF_ERROR(op_gemm_f32in_z(o, st, s->z, x, wz, T, nvdv, d->H));
-    /* b and a (in_proj's last 2 nv rows, b first) and from them g and beta */
-    METRALE_RETURN_IF_ERROR(op_ba_gates(o, st, s->g, s->beta, s->b, x, wb, w->a_log, w->dt_bias, T, d->nv, d->H));
+    METRALE_RETURN_IF_ERROR(prefill_in_proj(L, x, T, st));
   }
   if (decode) {
     METRALE_RETURN_IF_ERROR(op_conv1d_update(o, st, s->qkv, s->mixed, w->conv, conv_state, s->slots,
