@@ -815,9 +815,15 @@ static_assert(mk_block("gemm_f16_ws") == ws::THREADS && mk_shared("gemm_f16_ws")
 
 /* gemm_f16_ws's tiles over N = n0 + n1 + n2 columns, written to three outputs (ws::cols3) */
 constexpr unsigned kPairF16C3 = mk_cluster("gemm_f16_ws_cols3");
+/* Its walk goes down 16 tile rows (8 pairs) of a column before the next, not GROUP_M: the 66
+ * clusters then hold ~8 columns of w (8 MiB) and 16 row tiles of x (8 MiB) in L2, and w comes
+ * from DRAM once per 2048 rows instead of per 1024.  H200 (ncu, docs/perf-prefill.md, part 7):
+ * at 4096 tokens 321 -> 316 us (DRAM reads 239 -> 147 MB), at 16384 1257 -> 1239 us (1.0 GB ->
+ * 0.62 GB); 32 rows 319 / 1247 us, 64 rows 319 / 1300 (x no longer stays in L2). */
+constexpr unsigned kColsGroupM = 16;
 MK_KERNEL_WS_PAIR(gemm_f16_ws_cols3)(float *y0, float *y1, float *y2, const bf16 *x, const bf16 *w, unsigned m,
                                      unsigned n0, unsigned n1, unsigned n2, unsigned k) {
-  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, kPairF16C3>(ws::cols3{y0, y1, y2, n0, n1, n2}, x,
+  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, kPairF16C3, kColsGroupM>(ws::cols3{y0, y1, y2, n0, n1, n2}, x,
                                                                                    w, m, n0 + n1 + n2, k);
 }
 MK_CHECK(gemm_f16_ws_cols3, gemm);

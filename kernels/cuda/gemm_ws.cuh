@@ -90,8 +90,9 @@ __device__ __forceinline__ unsigned frag_row(unsigned g) { return 2u * (g & 3u) 
  * taking row 2p + r (PAIR 2; clusters (2, 1, 1): the grid's blocks numbered y * gx + x, two
  * by two); SPLIT > 1: its cluster's one tile (the launch grid is the tile grid).  Each tile
  * takes NT k steps from kt0; the ring's k steps are counted across tiles (step), so that its
- * stages' phases run on.  Items walk column-major within groups of GROUP_M tile rows. */
-template <unsigned SPLIT, unsigned BM, unsigned BN, unsigned PAIR = 1> struct walk {
+ * stages' phases run on.  Items walk column-major within groups of GM tile rows (GROUP_M
+ * unless the kernel says otherwise). */
+template <unsigned SPLIT, unsigned BM, unsigned BN, unsigned PAIR = 1, unsigned GM = GROUP_M> struct walk {
   static_assert(PAIR == 1 || (PAIR == 2 && SPLIT == 1), "pairs of whole-K tiles");
   unsigned t; /* the item now; the rest is recomputed from M, N and the grid, held in no register */
   __device__ __forceinline__ walk() : t((blockIdx.y * gridDim.x + blockIdx.x) / PAIR) {}
@@ -104,7 +105,7 @@ template <unsigned SPLIT, unsigned BM, unsigned BN, unsigned PAIR = 1> struct wa
   /* this block's tile (rank: its place in the pair; a pair's second row may lie past M) */
   __device__ __forceinline__ void origin(unsigned M, unsigned N, unsigned rank, unsigned &m0, unsigned &n0) const {
     unsigned tm, tn;
-    tile_of_index<GROUP_M / PAIR>(t, cols(N), rows(M), tm, tn);
+    tile_of_index<GM / PAIR>(t, cols(N), rows(M), tm, tn);
     m0 = (tm * PAIR + rank) * BM;
     n0 = tn * BN;
   }
@@ -126,8 +127,8 @@ template <typename XT> __device__ __forceinline__ bool tma_ok(const XT *x, const
 /* The producer's walk: for each k step kt of each of the block's tiles (origin m0, n0), in
  * order, once ring stage s is free (the consumers have released what it held NT.. steps
  * before), fill(s, m0, n0, kt). */
-template <unsigned STAGES, unsigned SPLIT, unsigned BM, unsigned BN, unsigned PAIR, typename F>
-__device__ __forceinline__ void each_free_stage(uint64_t *empty, walk<SPLIT, BM, BN, PAIR> wk, unsigned M, unsigned N,
+template <unsigned STAGES, unsigned SPLIT, unsigned BM, unsigned BN, unsigned PAIR, unsigned GM, typename F>
+__device__ __forceinline__ void each_free_stage(uint64_t *empty, walk<SPLIT, BM, BN, PAIR, GM> wk, unsigned M, unsigned N,
                                                 unsigned rank, unsigned NT, F &&fill) {
   for (unsigned step = 0; wk.more(M, N); wk.next(M, N)) {
     unsigned m0, n0;
@@ -146,10 +147,10 @@ __device__ __forceinline__ void each_free_stage(uint64_t *empty, walk<SPLIT, BM,
  * the k steps of the block's tiles into the ring, an x box and a w box a stage (PAIR 2: half
  * of the w rows, into both blocks' stages), each stage announced on full[] with its byte
  * count, the boxes' parts outside the matrices landing as zeros. */
-template <typename XT, unsigned STAGES, unsigned BM, unsigned BN, unsigned SPLIT, unsigned PAIR>
+template <typename XT, unsigned STAGES, unsigned BM, unsigned BN, unsigned SPLIT, unsigned PAIR, unsigned GM>
 __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_t *empty, const XT *__restrict__ x,
                                             const bf16 *__restrict__ w, unsigned M, unsigned N, unsigned K,
-                                            walk<SPLIT, BM, BN, PAIR> wk, unsigned kt0, unsigned NT, unsigned rank) {
+                                            walk<SPLIT, BM, BN, PAIR, GM> wk, unsigned kt0, unsigned NT, unsigned rank) {
   using R = ring<XT, STAGES, BM, BN>;
   __shared__ __align__(128) uint64_t maps[2][METRALE_TMA_BYTES / 8];
   const unsigned tid = threadIdx.x % GROUP, lane = tid % 32u;
@@ -185,10 +186,10 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
 
 /* The producer warpgroup for rows TMA cannot describe: element loads and shared stores by
  * all 128 threads in the stage layout, fenced for the tensor cores, one arrival each. */
-template <typename XT, unsigned STAGES, unsigned BM, unsigned BN, unsigned SPLIT, unsigned PAIR>
+template <typename XT, unsigned STAGES, unsigned BM, unsigned BN, unsigned SPLIT, unsigned PAIR, unsigned GM>
 __device__ __forceinline__ void produce_elements(uint32_t s0, uint64_t *full, uint64_t *empty,
                                                  const XT *__restrict__ x, const bf16 *__restrict__ w,
-                                                 unsigned M, unsigned N, unsigned K, walk<SPLIT, BM, BN, PAIR> wk,
+                                                 unsigned M, unsigned N, unsigned K, walk<SPLIT, BM, BN, PAIR, GM> wk,
                                                  unsigned kt0, unsigned NT, unsigned rank) {
   using R = ring<XT, STAGES, BM, BN>;
   const unsigned tid = threadIdx.x % GROUP;
@@ -330,13 +331,13 @@ __device__ __forceinline__ void store_acc_cols3(const cols3 &y, const float (&ac
  * by the consumers' 256 threads; the producer warps have exited by then).  PAIR 2: clusters
  * (2, 1, 1) sharing w (empty_count). */
 template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256,
-          unsigned BM = 128, bool F16 = false, unsigned PAIR = 1, typename Y>
+          unsigned BM = 128, bool F16 = false, unsigned PAIR = 1, unsigned GM = GROUP_M, typename Y>
 __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   constexpr bool C3 = is_cols3<Y>::value; /* y: a pointer, or three outputs (N = n0 + n1 + n2) */
   static_assert(!C3 || (F32_OUT && SPLIT == 1), "three f32 outputs, whole-K tiles");
   __shared__ uint64_t full[STAGES], empty[STAGES];
-  const walk<SPLIT, BM, BN, PAIR> tw0;
+  const walk<SPLIT, BM, BN, PAIR, GM> tw0;
   if (!tw0.more(M, N)) return; /* a cluster's blocks share the item: all of them or none */
   unsigned kt0, NT;
   k_steps_of_block<SPLIT>((K + BK - 1) / BK, kt0, NT);
@@ -364,9 +365,9 @@ __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, cons
   if (wgi == 0) {
     regs_dec<56>();
     if (tma)
-      produce_tma<XT, STAGES, BM, BN, SPLIT, PAIR>(s0, full, empty, x, w, M, N, K, tw0, kt0, NT, rank);
+      produce_tma<XT, STAGES, BM, BN, SPLIT, PAIR, GM>(s0, full, empty, x, w, M, N, K, tw0, kt0, NT, rank);
     else
-      produce_elements<XT, STAGES, BM, BN, SPLIT, PAIR>(s0, full, empty, x, w, M, N, K, tw0, kt0, NT, rank);
+      produce_elements<XT, STAGES, BM, BN, SPLIT, PAIR, GM>(s0, full, empty, x, w, M, N, K, tw0, kt0, NT, rank);
     if constexpr (PAIR > 1) {
       __syncwarp();
       sm90::cluster_sync(); /* see the end */
@@ -381,7 +382,7 @@ __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, cons
   const unsigned row = P::row0(c) + wq * 16u + g, col0 = P::col0(c);
   float acc[P::NACC];
   unsigned step = 0;
-  for (walk<SPLIT, BM, BN, PAIR> tw = tw0; tw.more(M, N); tw.next(M, N), step += NT) {
+  for (walk<SPLIT, BM, BN, PAIR, GM> tw = tw0; tw.more(M, N); tw.next(M, N), step += NT) {
 #pragma unroll
     for (unsigned i = 0; i < P::NACC; i++) acc[i] = 0.0f;
     consume<XT, STAGES, LO, BM, BN, F16, PAIR>(acc, s0, full, empty, c, step, NT);
