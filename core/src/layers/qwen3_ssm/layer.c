@@ -99,15 +99,22 @@ static void describe_gemm(FILE *out, const char *label, gemm_path_fn path, const
 }
 
 /* in_proj at decode 1, 8, 64 and 256 (all P rows: fp16 x where the layer has in_proj16 and
- * the batch fills gemm_f16_ws's tiles, mixer.c) and q|k|v on f32 x at a 4096-token prefill. */
+ * the batch fills gemm_f16_ws's tiles, mixer.c) and at a 4096-token prefill: all of it in one
+ * GEMM (gemm_f16_ws_cols3) where the layer takes that, else its q|k|v (describe_prefill_proj
+ * names the rest). */
 static void describe_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, FILE *out) {
   static const uint32_t rows[] = {1, 8, 64, 256};
-  fprintf(out, "  %-31s", "in_proj (prefill: q|k|v f32 x):");
+  fprintf(out, "  %-31s", "in_proj:");
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
     fprintf(out, "%sgemm.%s", i ? " / " : "",
             have16 && metrale_ops_f16_gemm_fits(o, rows[i], d->P, d->H) ? "gemm_f16_ws"
                                                                          : metrale_ops_gemm_f32in_path(o, rows[i], d->P, d->H));
-  fprintf(out, " / gemm.%s\n", metrale_ops_gemm_f32in_path(o, 4096, d->C, d->H));
+  if (have16 && metrale_ops_f16_in_proj_fits(o, 4096, d->C, d->nv * d->dv, 2 * d->nv, d->H))
+    fprintf(out, " / gemm.gemm_f16_ws_cols3 (all of it)\n");
+  else
+    fprintf(out, " / gemm.%s (its q|k|v)\n",
+            have16 && metrale_ops_f16_gemm_fits(o, 4096, d->C, d->H) ? "gemm_f16_ws"
+                                                                      : metrale_ops_gemm_f32in_path(o, 4096, d->C, d->H));
   uint32_t from = 0;
   for (uint32_t t = 1; t <= 4096 && have16 && !from; t++)
     if (metrale_ops_f16_gemm_fits(o, t, d->P, d->H)) from = t;
