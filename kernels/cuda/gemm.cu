@@ -823,11 +823,13 @@ constexpr unsigned kPairF16C3 = mk_cluster("gemm_f16_ws_cols3");
 constexpr unsigned kColsGroupM = 16;
 MK_KERNEL_WS_PAIR(gemm_f16_ws_cols3)(float *y0, float *y1, float *y2, const bf16 *x, const bf16 *w, unsigned m,
                                      unsigned n0, unsigned n1, unsigned n2, unsigned k) {
-  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, kPairF16C3, kColsGroupM>(ws::cols3{y0, y1, y2, n0, n1, n2}, x,
-                                                                                   w, m, n0 + n1 + n2, k);
+  const ws::cols3 y = {y0, y1, y2, n0, n1, n2};
+  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, kPairF16C3, kColsGroupM>(y, x, w, m,
+                                                                                                n0 + n1 + n2, k);
 }
 MK_CHECK(gemm_f16_ws_cols3, gemm);
-static_assert(mk_block("gemm_f16_ws_cols3") == ws::THREADS && mk_shared("gemm_f16_ws_cols3") == mk_shared("gemm_f16_ws"),
+static_assert(mk_block("gemm_f16_ws_cols3") == ws::THREADS &&
+                  mk_shared("gemm_f16_ws_cols3") == mk_shared("gemm_f16_ws"),
               "kernels.def: gemm_f16_ws's block and stages");
 
 /* BM x 256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
