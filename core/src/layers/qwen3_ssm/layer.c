@@ -109,7 +109,7 @@ static void describe_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int 
     fprintf(out, "%sgemm.%s", i ? " / " : "",
             have16 && metrale_ops_f16_gemm_fits(o, rows[i], d->P, d->H) ? "gemm_f16_ws"
                                                                          : metrale_ops_gemm_f32in_path(o, rows[i], d->P, d->H));
-  if (have16 && metrale_ops_f16_in_proj_fits(o, 4096, d->C, d->nv * d->dv, 2 * d->nv, d->H))
+  if (have16 && qwen3_ssm_one_in_proj(o, d, 4096))
     fprintf(out, " / gemm.gemm_f16_ws_cols3 (all of it)\n");
   else
     fprintf(out, " / gemm.%s (its q|k|v)\n",
@@ -141,7 +141,7 @@ static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d,
                                   FILE *out) {
   const uint32_t nvdv = d->nv * d->dv;
   static const char f16[] = "gemm_f16_ws (fp16 x from elementwise.f32_to_f16, in_proj in fp16)";
-  if (have16 && metrale_ops_f16_in_proj_fits(o, 4096, d->C, nvdv, 2 * d->nv, d->H)) {
+  if (have16 && qwen3_ssm_one_in_proj(o, d, 4096)) {
     fprintf(out, "  %-31sgemm.gemm_f16_ws_cols3 (one launch into mixed, z and [b | a]; fp16 x from "
                  "elementwise.f32_to_f16, in_proj in fp16), then gdn.gates_ba\n", "q|k|v, z, b|a, prefill 4096:");
     return;

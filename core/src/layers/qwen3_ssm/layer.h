@@ -125,6 +125,9 @@ metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T,
 /* scratch.c: makes L->delta_ws large enough for a prefill of T tokens in S sequences (no-op
  * when the delta rule runs sequentially there). */
 metrale_status qwen3_ssm_delta_ws_reserve(metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
+/* mixer.c: whether a prefill of T tokens with an fp16 in_proj projects all of it by one GEMM
+ * (gemm_f16_ws_cols3 into q|k|v, z and [b | a]); the audit (layer.c) names the same choice. */
+int qwen3_ssm_one_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, uint32_t T);
 /* mixer.c: out bf16 [T,H] = mixer(x f32 [T,H]); decode: one token per slot, else the
  * sequences of s.cu (both lists already on the device in s.cu / s.slots). */
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,

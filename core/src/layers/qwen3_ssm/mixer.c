@@ -21,6 +21,10 @@
  * Decode runs split .. gated norm as one kernel when the backend has it (gdn_decode_fused35). */
 #include "layer.h"
 
+int qwen3_ssm_one_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, uint32_t T) {
+  return metrale_ops_f16_in_proj_fits(o, T, d->C, d->nv * d->dv, 2 * d->nv, d->H);
+}
+
 /* A prefill's in_proj: mixed [T, C], z [T, nv*dv], and g, beta [T, nv] from b and a.  All of it by
  * one GEMM on fp16(x) where the backend has gemm_f16_ws_cols3 and its tiles pay; else q|k|v and
  * z each on fp16(x) or f32 x, b and a on f32 x. */
@@ -30,7 +34,7 @@ static metrale_status prefill_in_proj(metrale_qwen3_ssm_layer *L, gpu_ptr x, uin
   const qwen3_ssm_scratch *s = &L->s;
   const qwen3_ssm_weights *w = &L->w;
   const uint32_t nvdv = d->nv * d->dv;
-  if (w->in_proj16 && metrale_ops_f16_in_proj_fits(o, T, d->C, nvdv, 2 * d->nv, d->H)) {
+  if (w->in_proj16 && qwen3_ssm_one_in_proj(o, d, T)) {
     METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
     METRALE_RETURN_IF_ERROR(
         op_gemm_f16_cols3(o, st, s->mixed, s->z, s->b, s->x16, w->in_proj16, T, d->C, nvdv, 2 * d->nv, d->H));
