@@ -207,7 +207,8 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
   };
   auto wt = [&](unsigned lane, unsigned j) { return live ? bf16_to_f32(w[(size_t)(ch + lane) * kw + j]) : 0.0f; };
   auto emit = [&](long t, float4 acc) {
-    const float4 v = norm(t, make_float4(silu_f(acc.x), silu_f(acc.y), silu_f(acc.z), silu_f(acc.w)));
+    const float4 v =
+        norm(t, make_float4(silu_fast(acc.x), silu_fast(acc.y), silu_fast(acc.z), silu_fast(acc.w)));
     if (live) *reinterpret_cast<float4 *>(y + (size_t)t * c + ch) = v; /* f32 out, not rounded */
   };
   if (kw == 4) {
@@ -271,11 +272,13 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
  * l2norm of the q and k heads applied to each output before it is stored: a head of dk
  * channels is dk/4 consecutive lanes of one warp (dk a power of two, 4..128), which add
  * their squares with xor shuffles inside their group (for dk = 128 the order of
- * l2norm_qk_rows, so the outputs are those of the two kernels bit for bit) and scale.  The
- * q and k heads are written once, already normalised, and never read back.  Three blocks an
- * SM (80 registers): on the H200 at 16384 tokens 303 us against 334-340 with two.  A block
- * takes its share of the tokens, not 64 of them, so that the ops can make whole waves of
- * blocks (at 4096 tokens 512 blocks of 64 ran 1.3 waves in the time of two). */
+ * l2norm_qk_rows) and scale.  Its SiLU is silu_fast (a few ulp from the tiled kernel's
+ * silu_f): with the accurate expf and division its instructions took 74 % of the issue slots
+ * at 4096 tokens on the H200; 90 -> 77 us there, 304 -> 282 us at 16384 (docs/perf-prefill.md,
+ * part 8).  The q and k heads are written once, already normalised, and never read back.
+ * Three blocks an SM (80 registers): on the H200 at 16384 tokens 303 us against 334-340 with
+ * two.  A block takes its share of the tokens, not 64 of them, so that the ops can make whole
+ * waves of blocks (at 4096 tokens 512 blocks of 64 ran 1.3 waves in the time of two). */
 extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
 conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
                       float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
