@@ -40,9 +40,10 @@
 #include "tma_templates.h"
 extern "C" {
 /* The tensor-map templates the CUDA backend writes when it loads this module
- * (tma_templates.h), and the 128x256 tiles' two maps an SM (gemm_ws.cuh). */
+ * (tma_templates.h), and the 128x256 tiles' maps an SM (gemm_ws.cuh: x and w, and the three
+ * outputs of gemm_f16_ws_cols3). */
 __device__ __align__(128) unsigned char metrale_tma_templates[METRALE_TMA_COUNT][METRALE_TMA_BYTES];
-__device__ __align__(128) unsigned char metrale_gemm_ws_maps[1024][2][METRALE_TMA_BYTES];
+__device__ __align__(128) unsigned char metrale_gemm_ws_maps[1024][5][METRALE_TMA_BYTES];
 }
 #endif
 
@@ -821,16 +822,19 @@ constexpr unsigned kPairF16C3 = mk_cluster("gemm_f16_ws_cols3");
  * at 4096 tokens 321 -> 316 us (DRAM reads 239 -> 147 MB), at 16384 1257 -> 1239 us (1.0 GB ->
  * 0.62 GB); 32 rows 319 / 1247 us, 64 rows 319 / 1300 (x no longer stays in L2). */
 constexpr unsigned kColsGroupM = 16;
+/* Its ring and output boxes (ws::out_boxes), which share the shared memory */
+constexpr unsigned kColsStages = 8, kColsBoxes = 2;
 MK_KERNEL_WS_PAIR(gemm_f16_ws_cols3)(float *y0, float *y1, float *y2, const bf16 *x, const bf16 *w, unsigned m,
                                      unsigned n0, unsigned n1, unsigned n2, unsigned k) {
   const ws::cols3 y = {y0, y1, y2, n0, n1, n2};
-  ws::gemm_tile_ws<bf16, true, kWsStagesBf16, true, 1, 256, 128, true, kPairF16C3, kColsGroupM>(y, x, w, m,
-                                                                                                n0 + n1 + n2, k);
+  ws::gemm_tile_ws<bf16, true, kColsStages, true, 1, 256, 128, true, kPairF16C3, kColsGroupM, kColsBoxes>(
+      y, x, w, m, n0 + n1 + n2, k);
 }
 MK_CHECK(gemm_f16_ws_cols3, gemm);
 static_assert(mk_block("gemm_f16_ws_cols3") == ws::THREADS &&
-                  mk_shared("gemm_f16_ws_cols3") == mk_shared("gemm_f16_ws"),
-              "kernels.def: gemm_f16_ws's block and stages");
+                  mk_shared("gemm_f16_ws_cols3") ==
+                      1024u + kColsStages * ws::ring<bf16, kColsStages, 128, 256>::STAGE + ws::out_bytes(kColsBoxes),
+              "kernels.def: the block, its ring and the output boxes (ws::out_boxes)");
 
 /* BM x 256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
 #define MK_KERNEL_WS_SPLIT(name, XT, YT, BM, STAGES, slices)                                                 \

@@ -155,9 +155,7 @@ __device__ __forceinline__ void produce_tma(uint32_t s0, uint64_t *full, uint64_
   __shared__ __align__(128) uint64_t maps[2][METRALE_TMA_BYTES / 8];
   const unsigned tid = threadIdx.x % GROUP, lane = tid % 32u;
   if (tid >= 32u) return;
-  unsigned smid;
-  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
-  unsigned char(*slot)[METRALE_TMA_BYTES] = metrale_gemm_ws_maps[smid % 1024u]; /* %smid < 1024 on every GPU so far */
+  unsigned char(*slot)[METRALE_TMA_BYTES] = metrale_gemm_ws_maps[sm90::sm_id() % 1024u]; /* %smid < 1024 so far */
   const unsigned tx = tma_template<XT, BM>::id, tw = tma_w_template<BN / PAIR>::id;
   maps[lane / 16u][lane % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[lane < 16u ? tx : tw])[lane % 16u];
   __syncwarp();
@@ -324,6 +322,92 @@ __device__ __forceinline__ void store_acc_cols3(const cols3 &y, const float (&ac
   }
 }
 
+/* cols3's outputs by TMA stores.  The register stores above issue, per warp and tile, 128
+ * 8-byte stores of 8 rows each, and every SM issues them at the end of its tile at once: on
+ * the H200 at 4096 tokens the GEMM took 263-265 us without them and 313-316 with
+ * (docs/perf-prefill.md, part 7).  Here each consumer warp puts its 16 rows x 32 columns of
+ * a box (2 KiB) into one of its OB buffers in shared memory, in the 128-byte swizzle
+ * (conflict-free: a store instruction's 8 rows fall on distinct 16-byte chunks), and one
+ * lane hands the box to the bulk engine, which writes whole lines while the warp goes on
+ * with the next box and the next tile's MMAs.  The block makes the three outputs' maps
+ * (template F32_K32_R16: [M, n_i] f32, rows n_i * 4 bytes apart) once; the maps clip the rows
+ * past M and the columns past N.  Taken when every box lies in one output: n0 and n1
+ * multiples of 32, each non-empty output 16-byte aligned with n_i a multiple of 4 (else
+ * store_acc_cols3).  H200, in_proj at 4096 / 16384 tokens: 314-318 -> 302-306 us, 1232-1250
+ * -> 1197-1210 us (ncu, three calls).  The 32 KiB of boxes fit beside the 8 ring stages;
+ * stages traded for boxes lost (6 stages and 5 boxes a warp 328 us, 4 and 8 330), and two
+ * boxes a wait or a warpgroup's 64-row boxes changed nothing (perf-prefill.md, part 9). */
+constexpr unsigned OUT_COLS = 32, OUT_ROWS = 16, OUT_BOX = OUT_COLS * OUT_ROWS * 4u;
+/* after the ring: OB boxes for each of the 8 consumer warps */
+constexpr unsigned out_bytes(unsigned OB) { return 8u * OB * OUT_BOX; }
+struct out_boxes {
+  const unsigned char (*map)[METRALE_TMA_BYTES]; /* this SM's slots 2, 3, 4: y0, y1, y2 */
+  uint32_t buf;                                  /* this warp's boxes */
+  unsigned n;                                    /* boxes handed to the engine so far */
+};
+__device__ __forceinline__ bool out_boxes_ok(const cols3 &y) {
+  const float *p[3] = {y.y0, y.y1, y.y2};
+  const unsigned n[3] = {y.n0, y.n1, y.n2};
+  bool ok = y.n0 % OUT_COLS == 0 && y.n1 % OUT_COLS == 0;
+#pragma unroll
+  for (unsigned i = 0; i < 3; i++) ok = ok && (n[i] == 0 || (n[i] % 4u == 0 && (uintptr_t)p[i] % 16u == 0));
+  return ok;
+}
+/* One warp: the maps of the non-empty outputs into slots 2.. of this SM, published. */
+__device__ __forceinline__ void out_maps_publish(const cols3 &y, unsigned M, unsigned char (*slot)[METRALE_TMA_BYTES]) {
+  __shared__ __align__(128) uint64_t maps[3][METRALE_TMA_BYTES / 8];
+  const unsigned lane = threadIdx.x % 32u;
+  const float *p[3] = {y.y0, y.y1, y.y2};
+  const unsigned n[3] = {y.n0, y.n1, y.n2};
+  for (unsigned i = lane; i < 3u * (METRALE_TMA_BYTES / 8); i += 32u)
+    maps[i / 16u][i % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[METRALE_TMA_F32_K32_R16])[i % 16u];
+  __syncwarp();
+  if (lane == 0)
+    for (unsigned i = 0; i < 3; i++)
+      if (n[i]) sm90::tmap_set_2d(maps[i], p[i], n[i], M, (uint64_t)n[i] * 4u);
+  __syncwarp();
+  for (unsigned i = 0; i < 3; i++)
+    if (n[i]) sm90::tmap_publish(slot[2 + i], maps[i]);
+}
+/* A consumer warp's 16 rows from row (of the product) and its NACC / 8 columns from col. */
+template <unsigned OB, unsigned NACC>
+__device__ __forceinline__ void store_acc_cols3_tma(const cols3 &y, const float (&acc)[NACC], unsigned M, unsigned row,
+                                                    unsigned col, out_boxes &ob) {
+  const unsigned lane = threadIdx.x % 32u, g = lane / 4u, t = lane % 4u, N = y.n0 + y.n1 + y.n2;
+  if (row >= M) return; /* the warp's rows are all past M */
+#pragma unroll
+  for (unsigned b = 0; b < NACC / 16u; b++) { /* 4 accumulator groups of 8 columns a box */
+    unsigned c = col + b * OUT_COLS, o = 0;
+    if (c >= N) break;
+    if (c >= y.n0 + y.n1) {
+      o = 2, c -= y.n0 + y.n1;
+    } else if (c >= y.n0) {
+      o = 1, c -= y.n0;
+    }
+    const uint32_t box = ob.buf + (ob.n % OB) * OUT_BOX;
+    if (ob.n >= OB) {
+      if (lane == 0) sm90::bulk_wait_read_but<OB - 1>(); /* the box this buffer held has been read */
+      __syncwarp();
+    }
+#pragma unroll
+    for (unsigned jj = 0; jj < 4; jj++) {
+      const unsigned j = 4 * b + jj, cc = jj * 8 + 2 * t; /* f32_tile's swizzle: chunk cc/4 of row r at ^ r % 8 */
+      const uint32_t at = box + g * 128u + (((cc >> 2) ^ g) << 4) + (cc & 3u) * 4u;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j]), "f"(acc[4 * j + 1]) : "memory");
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at + 8u * 128u), "f"(acc[4 * j + 2]),
+                   "f"(acc[4 * j + 3])
+                   : "memory");
+    }
+    fence_proxy_async(); /* this lane's writes, for the engine */
+    __syncwarp();
+    if (lane == 0) {
+      sm90::tma_store_2d(ob.map[2 + o], (int)c, (int)row, box);
+      sm90::bulk_commit();
+    }
+    ob.n++;
+  }
+}
+
 /* BM x BN tiles (128 rows by 256 or 192 columns, or 64 by 256), walked as walk<SPLIT, PAIR>
  * says.  SPLIT > 1: the SPLIT blocks of a cluster (1, 1, SPLIT) share one tile, block z walking
  * the k steps [KT*z/SPLIT, KT*(z+1)/SPLIT) (k_steps_of_block); the consumers leave their
@@ -331,7 +415,7 @@ __device__ __forceinline__ void store_acc_cols3(const cols3 &y, const float (&ac
  * by the consumers' 256 threads; the producer warps have exited by then).  PAIR 2: clusters
  * (2, 1, 1) sharing w (empty_count). */
 template <typename XT, bool F32_OUT, unsigned STAGES, bool LO = true, unsigned SPLIT = 1, unsigned BN = 256,
-          unsigned BM = 128, bool F16 = false, unsigned PAIR = 1, unsigned GM = GROUP_M, typename Y>
+          unsigned BM = 128, bool F16 = false, unsigned PAIR = 1, unsigned GM = GROUP_M, unsigned OB = 2, typename Y>
 __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, const bf16 *__restrict__ w,
                                              unsigned M, unsigned N, unsigned K) {
   constexpr bool C3 = is_cols3<Y>::value; /* y: a pointer, or three outputs (N = n0 + n1 + n2) */
@@ -356,6 +440,11 @@ __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, cons
       sm90::mbar_init_count(&empty[s], empty_count<PAIR>::value);
     }
     sm90::mbar_init_fence();
+  }
+  bool boxes = false; /* C3: the outputs by TMA stores (out_boxes), their maps made by warp 4 */
+  if constexpr (C3) {
+    boxes = out_boxes_ok(y);
+    if (boxes && threadIdx.x / 32u == 4u) out_maps_publish(y, M, metrale_gemm_ws_maps[sm90::sm_id() % 1024u]);
   }
   if constexpr (PAIR > 1)
     sm90::cluster_sync(); /* both blocks' barriers are ready before either copies or arrives */
@@ -382,6 +471,14 @@ __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, cons
   const unsigned row = P::row0(c) + wq * 16u + g, col0 = P::col0(c);
   float acc[P::NACC];
   unsigned step = 0;
+  out_boxes ob{};
+  if constexpr (C3) {
+    ob.map = metrale_gemm_ws_maps[sm90::sm_id() % 1024u];
+    ob.buf = s0 + STAGES * ring<XT, STAGES, BM, BN>::STAGE + (threadIdx.x / 32u - 4u) * OB * OUT_BOX;
+    if (boxes && lane == 0)
+      for (unsigned i = 0; i < 3; i++)
+        if ((i == 0 ? y.n0 : i == 1 ? y.n1 : y.n2) != 0) sm90::tmap_acquire(ob.map[2 + i]);
+  }
   for (walk<SPLIT, BM, BN, PAIR, GM> tw = tw0; tw.more(M, N); tw.next(M, N), step += NT) {
 #pragma unroll
     for (unsigned i = 0; i < P::NACC; i++) acc[i] = 0.0f;
@@ -389,7 +486,10 @@ __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, cons
     unsigned m0, n0;
     tw.origin(M, N, rank, m0, n0);
     if constexpr (C3) {
-      store_acc_cols3(y, acc, M, m0 + row, n0 + col0, lane % 4u);
+      if (boxes)
+        store_acc_cols3_tma<OB>(y, acc, M, m0 + P::row0(c) + wq * 16u, n0 + col0, ob);
+      else
+        store_acc_cols3(y, acc, M, m0 + row, n0 + col0, lane % 4u);
     } else if constexpr (SPLIT > 1) {
       constexpr unsigned LD = split_ld(BN);
       static_assert(BM * LD * 4u <= STAGES * ring<XT, STAGES, BM, BN>::STAGE, "the partial tile fits over the ring");
@@ -407,6 +507,8 @@ __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, cons
       wg::store_acc<F32_OUT>(y, acc, M, N, m0 + row, n0 + col0, lane % 4u); /* rows past M: none */
     }
   }
+  if constexpr (C3)
+    if (boxes && lane == 0) sm90::bulk_wait_all(); /* the boxes written before the block's memory goes */
   /* PAIR: neither block leaves while the other may still arrive on its barriers or copy into it */
   if constexpr (PAIR > 1) {
     __syncwarp();

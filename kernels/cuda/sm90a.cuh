@@ -222,6 +222,12 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
+/* ... all but the N most recent groups */
+template <unsigned N> __device__ __forceinline__ void bulk_wait_read_but() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+/* Waits until this thread's committed bulk stores are complete (written, not only read). */
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 /* ---- tensor maps (TMA; templates from the backend: tma_templates.h) ------------------ */
 
@@ -265,6 +271,17 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *map, int c
       : "memory");
 }
 
+/* The box of `map` at element (c0 inner, c1 rows) from shared memory at src (aligned to the
+ * map's swizzle span times 8, in the map's swizzled layout) to global memory, in this thread's
+ * bulk group: the box's parts outside the tensor are not written.  The writes to src before it
+ * must be made visible to the engine (fence_proxy_async, then a barrier); src may be reused
+ * once bulk_wait_read says the group has read it. */
+__device__ __forceinline__ void tma_store_2d(const void *map, int c0, int c1, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map), "r"(c0),
+               "r"(c1), "r"(src)
+               : "memory");
+}
+
 /* tma_load_2d into the same offset dst of every CTA of the cluster in cta_mask, completing
  * the barrier at bar's offset in each of them. */
 __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void *map, int c0, int c1, uint64_t *bar,
@@ -277,6 +294,13 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void *
 }
 
 /* ---- clusters ------------------------------------------------------------------------ */
+
+/* The SM this thread runs on (%smid: below 1024 on every GPU so far) */
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(r));
+  return r;
+}
 
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;

@@ -25,7 +25,8 @@
   X(BF16_K32_R192, 2, 32, 192, 64)  /* gemm_ws.cuh: the 192-column tile's w, 192 rows */ \
   X(F32_K32_R128, 4, 32, 128, 128)  /* gemm_ws.cuh: an f32 x tile, 128 rows of 128 B */ \
   X(BF16_K32_R64, 2, 32, 64, 64)    /* gemm_ws.cuh: a 64-row tile's bf16 x */            \
-  X(F32_K32_R64, 4, 32, 64, 128)    /* gemm_ws.cuh: a 64-row tile's f32 x */
+  X(F32_K32_R64, 4, 32, 64, 128)    /* gemm_ws.cuh: a 64-row tile's f32 x */            \
+  X(F32_K32_R16, 4, 32, 16, 128)    /* gemm_ws.cuh: a warp's f32 output box (cols3) */
 
 enum {
 #define METRALE_TMA_ENUM(name, elem_bytes, box_k, box_rows, swizzle) METRALE_TMA_##name,

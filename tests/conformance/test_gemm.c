@@ -301,14 +301,19 @@ Test(gemm, gemm_f16_ws_walk) {
 /* gemm_f16_ws_cols3: gemm_f16_ws's product with its columns in three outputs.  Ranges that
  * meet at tile edges (as the layer's q|k|v, z and b|a) and inside tiles, an odd last range
  * (its last column alone), empty first, middle and last ranges, unaligned K; each output in
- * its own guarded buffer, so a column sent to the wrong one, or past one, fails. */
+ * its own guarded buffer, so a column sent to the wrong one, or past one, fails.  Where n0
+ * and n1 are multiples of 32 and every non-empty n a multiple of 4, CUDA's sm_90a kernel
+ * writes by TMA boxes of 16 rows x 32 columns (gemm_ws.cuh, out_boxes): those shapes include
+ * boxes cut by M and by the last output's end, empty outputs, and a walk over several tiles. */
 typedef struct {
   uint32_t m, n[3], k;
 } cols3_shape;
 static const cols3_shape cols3_shapes[] = {{1, {2, 0, 1}, 1},         {5, {256, 256, 64}, 7},
                                            {129, {130, 100, 33}, 33}, {130, {8, 514, 0}, 96},
                                            {200, {0, 260, 6}, 1000},  {1100, {64, 66, 2}, 40},
-                                           {150, {300, 0, 301}, 4097}, {256, {2048, 1024, 64}, 64}};
+                                           {150, {300, 0, 301}, 4097}, {256, {2048, 1024, 64}, 64},
+                                           {300, {0, 96, 36}, 40},    {70, {32, 0, 0}, 17},
+                                           {517, {320, 224, 4}, 72}};
 
 static void run_gemm_f16_ws_cols3(gpu_dim3 walk) {
   CF_BEGIN(ctx, kern, METRALE_K_gemm_f16_ws_cols3);
