@@ -210,6 +210,11 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
       }
     }
     sm90::wgmma_commit();
+    /* the next chunk's U, in flight while step b's MMAs run and through steps c to e (issued
+     * in step d instead, the core took 2 us more at 4096 tokens: perf-prefill.md part 13) */
+    if (more)
+      load_u_rows<kNT>([&](unsigned nt, unsigned e2) -> float & { return un[4 * nt + e2]; }, nrec, c0, ra, l.t,
+                       ntv);
     sm90::wgmma_wait0();
     sm90::pin(ad);
     sm90::pin(ao);
@@ -256,10 +261,6 @@ __device__ __forceinline__ void scan_chunks_wg16(unsigned char *smem, bf16 *o, f
       }
       sm90::wgmma_commit();
     }
-    /* the next chunk's U, in flight while the last MMAs run */
-    if (more)
-      load_u_rows<kNT>([&](unsigned nt, unsigned e2) -> float & { return un[4 * nt + e2]; }, nrec, c0, ra, l.t,
-                       ntv);
     sm90::wgmma_wait0();
     sm90::pin(ao);
     sm90::pin(sacc[0]);
