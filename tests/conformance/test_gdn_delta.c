@@ -104,6 +104,9 @@ static void ref_sequence(double *o_ref, double *state_ref, const float *qkv, con
 /* v and the initial states are scaled by this (1 but in the range cases of the fp16 build) */
 static float v_range = 1.0f;
 static uint32_t v_from = 0;
+/* and v of token tok times 2^(v_ramp (tok - T/2) / 64): its magnitude, and the states', change
+ * by 2^v_ramp a chunk (0 but in the fp16 build's ramp cases) */
+static float v_ramp = 0.0f;
 
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
@@ -126,6 +129,10 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
     for (uint32_t tok = v_from; tok < t; tok++)
       for (size_t j = 2 * (size_t)h->nk * h->dk; j < c; j++) qkv[tok * c + j] *= v_range;
     for (size_t i = 0; i < ns && !v_from; i++) state[i] *= v_range;
+  }
+  for (uint32_t tok = 0; tok < t && v_ramp != 0.0f; tok++) {
+    float f = (float)exp2(v_ramp * ((double)tok - t / 2.0) / CHUNK);
+    for (size_t j = 2 * (size_t)h->nk * h->dk; j < c; j++) qkv[tok * c + j] *= f;
   }
   cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
 
@@ -290,19 +297,25 @@ Test(gdn, delta_rule_prefill_chunked_wg) {
 
 /* the fp16 build: its own phases only (its records are its own), 32 value columns a block;
  * then v and the states at 2^15 (U, D and S past half's 65504 unless the kernel scales
- * them), at 2^-20 (v below half's normal range: ~6% rounding unless scaled), and v jumping
+ * them), at 2^-20 (v below half's normal range: ~6% rounding unless scaled), v jumping
  * to 2^15 times itself at token 100 (D past 65504 unless the block rescales within a chunk
- * step: the states, chosen before that chunk's U is seen, are near 1) */
+ * step: the states, chosen before that chunk's U is seen, are near 1), and v growing and
+ * shrinking 16-fold a chunk (with these gates S follows v's last tokens: each S plane put
+ * with the last plane's exponent lands above [2^3, 2^7), or below, and is put again) */
 Test(gdn, delta_rule_prefill_chunked_f16) {
   static const struct {
     float range;
     uint32_t from;
-  } cases[] = {{1.0f, 0}, {32768.0f, 0}, {0x1p-20f, 0}, {32768.0f, 100}};
+    float ramp;
+  } cases[] = {{1.0f, 0, 0.0f}, {32768.0f, 0, 0.0f}, {0x1p-20f, 0, 0.0f}, {32768.0f, 100, 0.0f},
+               {1.0f, 0, 4.0f}, {1.0f, 0, -4.0f}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     v_range = cases[i].range;
     v_from = cases[i].from;
+    v_ramp = cases[i].ramp;
     chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_f16, METRALE_K_delta_rule_prefill_chunked_f16, 32);
   }
+  v_ramp = 0.0f;
   v_range = 1.0f;
   v_from = 0;
 }
