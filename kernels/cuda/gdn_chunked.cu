@@ -33,13 +33,13 @@
  *
  * delta_rule_prefill_chunked_f16 (sm_90a) trades that accuracy for speed, as its manifest
  * row states: phase 0 (prep_chunk<true>) writes -W, Qs, Kd^T and M as one IEEE half plane
- * each (K K^T and Q K^T by one product of half operands, W by T rounded to tf32 times its
- * split right factor; U still split, stored f32), and phase 1
- * (gdn_chunked_wg16.cuh) multiplies fp16 operands once, with S, U, D and O kept times a
- * power of two per chunk so that half's range holds them.  Unlike plain tf32 everywhere (the
- * first version, which failed the layer tests), it keeps U's products split and the inverse
- * f32, and passes them: fixture outputs as before, recurrent states ~4e-4 relative from
- * transformers' (docs/numerics.md).
+ * each (K K^T and Q K^T by one product of half operands, W and U by one product of tf32
+ * operands, U stored f32), and phase 1 (gdn_chunked_wg16.cuh) multiplies fp16 operands once,
+ * with S, U, D and O kept times a power of two per chunk so that half's range holds them.
+ * Unlike plain tf32 everywhere (the first version, which failed the layer tests), it keeps
+ * the inverse, the decays and every sum f32, and passes them: fixture outputs as before,
+ * recurrent states ~4e-4 relative from transformers' (docs/numerics.md; U's split products
+ * bought 10-20 % of that error).
  *
  * CUDA only (inline PTX): for HIP this file compiles to nothing, the kernel is absent
  * and the layer takes gdn.delta_rule_prefill. */
@@ -193,14 +193,6 @@ __device__ __forceinline__ void mma3(float d[4], const float ah[4], const float 
   mma(d, al, bh);
   mma(d, ah, bl);
   mma(d, ah, bh);
-}
-
-/* x = hi + lo with hi x truncated to tf32 (its top 19 bits, one LOP3) and lo = x - hi exact
- * (the tensor core reads lo's top 19 bits: x to about 2^-21).  For the fp16 records' slabs,
- * where cvt.rna.tf32 (emulated on sm_90: compare, add, mask) made most of the split's cost. */
-__device__ __forceinline__ void split_trunc(float x, float &hi, float &lo) {
-  hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
-  lo = x - hi;
 }
 
 template <bool RN = false>
@@ -715,9 +707,9 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   __syncthreads();
   if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
   __syncthreads();
-  /* T's tf32 (hi, lo) parts, split once for all the slabs, as the mma A fragments of the
-   * (row tile R, k step) pairs below the diagonal: fragment f = 8 R + k, lane ln at
-   * 4 (32 f + ln), so that a lane reads its fragment as one 16-byte word. */
+  /* T's tf32 (hi, lo) parts (F16: hi alone), split once for all the slabs, as the mma A
+   * fragments of the (row tile R, k step) pairs below the diagonal: fragment f = 8 R + k,
+   * lane ln at 4 (32 f + ln), so that a lane reads its fragment as one 16-byte word. */
   for (unsigned i = l.tid; i < kCh * kCh / 4; i += kBlock) {
     const unsigned f = i / 32, ln = i % 32, R = f / 8, k = f % 8; /* f is warp-uniform */
     if (k >= 2 * R + 2) continue;
@@ -726,7 +718,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     float h[4], lo[4];
     split_a<true>(x, h, lo);
     *reinterpret_cast<float4 *>(Th + 4 * i) = make_float4(h[0], h[1], h[2], h[3]);
-    *reinterpret_cast<float4 *>(Tl + 4 * i) = make_float4(lo[0], lo[1], lo[2], lo[3]);
+    if (!F16) *reinterpret_cast<float4 *>(Tl + 4 * i) = make_float4(lo[0], lo[1], lo[2], lo[3]);
   }
   __syncthreads();
 
@@ -760,9 +752,8 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         const unsigned n = 16 * l.w + 8 * j2 + l.g;
         /* __fmul_rn: the product is rounded before the split, as when it was stored */
         const float x0 = __fmul_rn(As[col * kLdA + n], s0), x1 = __fmul_rn(As[(col + 1) * kLdA + n], s1);
-        if (F16) { /* split by truncation (split_trunc): two instructions a value, not ~six */
-          split_trunc(x0, bh[j2][0], bl[j2][0]);
-          split_trunc(x1, bh[j2][1], bl[j2][1]);
+        if (F16) { /* one tf32 operand (rounded to nearest): the fp16 class, see below */
+          bh[j2][0] = tf32(x0), bh[j2][1] = tf32(x1);
         } else {
           split<true>(x0, bh[j2][0], bl[j2][0]);
           split<true>(x1, bh[j2][1], bl[j2][1]);
@@ -773,15 +764,17 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
         if (k < 2 * R + 2) {
           const unsigned fo = 4 * (32 * (8 * R + k) + lane);
           const float4 th = *reinterpret_cast<const float4 *>(Th + fo);
-          const float4 tl = *reinterpret_cast<const float4 *>(Tl + fo);
-          const float ah[4] = {th.x, th.y, th.z, th.w}, al[4] = {tl.x, tl.y, tl.z, tl.w};
+          const float ah[4] = {th.x, th.y, th.z, th.w};
+          if (F16) { /* W and U by one product of tf32 operands: U's three split products
+                      * bought 10-20 % of the fp16 core's error (docs/numerics.md), and one
+                      * product took phase 0 from 531 to 488 us at 16384 tokens on the H200 */
 #pragma unroll
-          for (unsigned j2 = 0; j2 < 2; j2++) {
-            if (F16 && kind == 0) { /* W goes to the record in fp16: T rounded once is enough */
-              mma(acc[R][j2], ah, bl[j2]);
-              mma(acc[R][j2], ah, bh[j2]);
-            } else
-              mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
+            for (unsigned j2 = 0; j2 < 2; j2++) mma(acc[R][j2], ah, bh[j2]);
+          } else {
+            const float4 tl = *reinterpret_cast<const float4 *>(Tl + fo);
+            const float al[4] = {tl.x, tl.y, tl.z, tl.w};
+#pragma unroll
+            for (unsigned j2 = 0; j2 < 2; j2++) mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
           }
         }
       }
