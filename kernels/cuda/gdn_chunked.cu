@@ -33,8 +33,8 @@
  *
  * delta_rule_prefill_chunked_f16 (sm_90a) trades that accuracy for speed, as its manifest
  * row states: phase 0 (prep_chunk<true>) writes -W, Qs, Kd^T and M as one IEEE half plane
- * each (K K^T and Q K^T by one product of half operands, W and U by one product of tf32
- * operands, U stored f32), and phase 1 (gdn_chunked_wg16.cuh) multiplies fp16 operands once,
+ * each (K K^T, Q K^T, W and U by one product of half operands, V scaled into half's range
+ * for U, which is stored f32), and phase 1 (gdn_chunked_wg16.cuh) multiplies fp16 operands once,
  * with S, U, D and O kept times a power of two per chunk so that half's range holds them.
  * Unlike plain tf32 everywhere (the first version, which failed the layer tests), it keeps
  * the inverse, the decays and every sum f32, and passes them: fixture outputs as before,
@@ -707,30 +707,57 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   __syncthreads();
   if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
   __syncthreads();
-  /* T's tf32 (hi, lo) parts (F16: hi alone), split once for all the slabs, as the mma A
-   * fragments of the (row tile R, k step) pairs below the diagonal: fragment f = 8 R + k,
-   * lane ln at 4 (32 f + ln), so that a lane reads its fragment as one 16-byte word. */
-  for (unsigned i = l.tid; i < kCh * kCh / 4; i += kBlock) {
-    const unsigned f = i / 32, ln = i % 32, R = f / 8, k = f % 8; /* f is warp-uniform */
-    if (k >= 2 * R + 2) continue;
-    const unsigned ra = (16 * R + ln / 4) * kLdA + 8 * k + 2 * (ln % 4), rb = ra + 8 * kLdA;
-    const float x[4] = {Xs[ra], Xs[rb], Xs[ra + 1], Xs[rb + 1]};
-    float h[4], lo[4];
-    split_a<true>(x, h, lo);
-    *reinterpret_cast<float4 *>(Th + 4 * i) = make_float4(h[0], h[1], h[2], h[3]);
-    if (!F16) *reinterpret_cast<float4 *>(Tl + 4 * i) = make_float4(lo[0], lo[1], lo[2], lo[3]);
+  if constexpr (F16) {
+    /* T in fp16, once for all the slabs, as the A fragments of mma m16n8k16 for the (row
+     * tile R, k step k) pairs on and below the diagonal (k <= R): fragment f = 4 R + k, lane ln
+     * at 4 (32 f + ln) words, so that a lane reads its fragment as one 16-byte word. */
+    uint32_t *Th16 = reinterpret_cast<uint32_t *>(Th);
+    auto pair = [](const float *x) { return f16x2_rn(x[0], x[1]); };
+    for (unsigned i = l.tid; i < 16 * 32; i += kBlock) {
+      const unsigned f = i / 32, ln = i % 32, R = f / 4, k = f % 4; /* f is warp-uniform */
+      if (k > R) continue;
+      const float *xa = Xs + (16 * R + ln / 4) * kLdA + 16 * k + 2 * (ln % 4), *xb = xa + 8 * kLdA;
+      *reinterpret_cast<uint4 *>(Th16 + 4 * i) = make_uint4(pair(xa), pair(xb), pair(xa + 8), pair(xb + 8));
+    }
+  } else {
+    /* T's tf32 (hi, lo) parts, split once for all the slabs, as the mma A fragments of the
+     * (row tile R, k step) pairs below the diagonal: fragment f = 8 R + k, lane ln at
+     * 4 (32 f + ln), so that a lane reads its fragment as one 16-byte word. */
+    for (unsigned i = l.tid; i < kCh * kCh / 4; i += kBlock) {
+      const unsigned f = i / 32, ln = i % 32, R = f / 8, k = f % 8; /* f is warp-uniform */
+      if (k >= 2 * R + 2) continue;
+      const unsigned ra = (16 * R + ln / 4) * kLdA + 8 * k + 2 * (ln % 4), rb = ra + 8 * kLdA;
+      const float x[4] = {Xs[ra], Xs[rb], Xs[ra + 1], Xs[rb + 1]};
+      float h[4], lo[4];
+      split_a<true>(x, h, lo);
+      *reinterpret_cast<float4 *>(Th + 4 * i) = make_float4(h[0], h[1], h[2], h[3]);
+      *reinterpret_cast<float4 *>(Tl + 4 * i) = make_float4(lo[0], lo[1], lo[2], lo[3]);
+    }
   }
   __syncthreads();
 
   /* One slab at a time in shared memory (where A was), the next one's loads in flight:
    * - K and V: W = T (diag(beta e^G) K) and U = T (diag(beta) V).  Warp w takes the slab's
    *   columns 16w..16w+15 for all four row tiles of T (lower triangular: row tile R has
-   *   2R + 2 k steps), so the warps do equal work; each B fragment is scaled and split once.
-   * Every sum runs over k in the order the record has always been computed in. */
+   *   2R + 2 k steps of 8, R + 1 of 16), so the warps do equal work; each B fragment is
+   *   scaled (and split) once.
+   * F16: one product of fp16 operands (m16n8k16), V's slab times a power of two that puts its
+   * largest |value| in [2^14, 2^15) (exact; U is scaled back as it is stored).  W's and U's
+   * split products (three for U) bought 10-20 % of the fp16 core's error (docs/numerics.md).
+   * Otherwise three split tf32 products, every sum over k in the order the record has always
+   * been computed in. */
   float *Uf = reinterpret_cast<float *>(rec + kRecU);
 #pragma unroll 1
   for (unsigned sl = 0; sl < sb.n; sl++) {
     const unsigned kind = sb.kind(sl), cs = sb.first_col(sl);
+    if (F16 && kind == 1) { /* the warps' largest |V| of the slab into eg (free since Qs) */
+      float m = 0.0f;
+#pragma unroll
+      for (unsigned u = 0; u < 8; u++)
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(slab[u].x), fabsf(slab[u].y)), fmaxf(fabsf(slab[u].z), fabsf(slab[u].w))));
+      m = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
+      if (lane == 0) eg[l.w] = m;
+    }
 #pragma unroll
     for (unsigned u = 0; u < 8; u++) {
       const unsigned i = l.tid + kBlock * u, r = i / 16, c = 4 * (i % 16);
@@ -742,37 +769,61 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     const float *scl = kind == 0 ? sw : bs;
     float acc[4][2][4];
     zero(acc);
+    float vi = 1.0f; /* F16: U's scale back */
+    if constexpr (F16) {
+      float vs = 1.0f;
+      if (kind == 1) {
+        const float mx = fmaxf(fmaxf(eg[0], eg[1]), fmaxf(eg[2], eg[3]));
+        if (mx > 0.0f && mx <= 3.0e38f) { /* 0, inf and NaN keep 1 */
+          int d = 14 - ((int)((__float_as_uint(mx) >> 23) & 0xffu) - 127);
+          d = d > 126 ? 126 : d < -126 ? -126 : d;
+          vs = __uint_as_float((unsigned)(127 + d) << 23), vi = __uint_as_float((unsigned)(127 - d) << 23);
+        }
+      }
+      const uint32_t *Th16 = reinterpret_cast<const uint32_t *>(Th);
 #pragma unroll
-    for (unsigned k = 0; k < 8; k++) {
-      const unsigned col = 8 * k + 2 * l.t;
-      const float s0 = scl[col], s1 = scl[col + 1];
-      float bh[2][2], bl[2][2];
+      for (unsigned k = 0; k < 4; k++) {
+        const unsigned j0 = 16 * k + 2 * l.t; /* tokens j0, j0 + 1, j0 + 8, j0 + 9 */
+        const float2 sa = *reinterpret_cast<const float2 *>(scl + j0), sb8 = *reinterpret_cast<const float2 *>(scl + j0 + 8);
+        uint32_t b[2][2];
 #pragma unroll
-      for (unsigned j2 = 0; j2 < 2; j2++) {
-        const unsigned n = 16 * l.w + 8 * j2 + l.g;
-        /* __fmul_rn: the product is rounded before the split, as when it was stored */
-        const float x0 = __fmul_rn(As[col * kLdA + n], s0), x1 = __fmul_rn(As[(col + 1) * kLdA + n], s1);
-        if (F16) { /* one tf32 operand (rounded to nearest): the fp16 class, see below */
-          bh[j2][0] = tf32(x0), bh[j2][1] = tf32(x1);
-        } else {
+        for (unsigned j2 = 0; j2 < 2; j2++) {
+          const float *x = As + j0 * kLdA + 16 * l.w + 8 * j2 + l.g;
+          /* __fmul_rn: the product rounded before the scale (a power of two) and fp16 */
+          b[j2][0] = f16x2_rn(__fmul_rn(x[0], sa.x) * vs, __fmul_rn(x[kLdA], sa.y) * vs);
+          b[j2][1] = f16x2_rn(__fmul_rn(x[8 * kLdA], sb8.x) * vs, __fmul_rn(x[9 * kLdA], sb8.y) * vs);
+        }
+#pragma unroll
+        for (unsigned R = 0; R < 4; R++) {
+          if (k <= R) {
+            const uint4 t = *reinterpret_cast<const uint4 *>(Th16 + 4 * (32 * (4 * R + k) + lane));
+            const uint32_t a[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+            for (unsigned j2 = 0; j2 < 2; j2++) mma_f16(acc[R][j2], a, b[j2]);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (unsigned k = 0; k < 8; k++) {
+        const unsigned col = 8 * k + 2 * l.t;
+        const float s0 = scl[col], s1 = scl[col + 1];
+        float bh[2][2], bl[2][2];
+#pragma unroll
+        for (unsigned j2 = 0; j2 < 2; j2++) {
+          const unsigned n = 16 * l.w + 8 * j2 + l.g;
+          /* __fmul_rn: the product is rounded before the split, as when it was stored */
+          const float x0 = __fmul_rn(As[col * kLdA + n], s0), x1 = __fmul_rn(As[(col + 1) * kLdA + n], s1);
           split<true>(x0, bh[j2][0], bl[j2][0]);
           split<true>(x1, bh[j2][1], bl[j2][1]);
         }
-      }
 #pragma unroll
-      for (unsigned R = 0; R < 4; R++) {
-        if (k < 2 * R + 2) {
-          const unsigned fo = 4 * (32 * (8 * R + k) + lane);
-          const float4 th = *reinterpret_cast<const float4 *>(Th + fo);
-          const float ah[4] = {th.x, th.y, th.z, th.w};
-          if (F16) { /* W and U by one product of tf32 operands: U's three split products
-                      * bought 10-20 % of the fp16 core's error (docs/numerics.md), and one
-                      * product took phase 0 from 531 to 488 us at 16384 tokens on the H200 */
-#pragma unroll
-            for (unsigned j2 = 0; j2 < 2; j2++) mma(acc[R][j2], ah, bh[j2]);
-          } else {
+        for (unsigned R = 0; R < 4; R++) {
+          if (k < 2 * R + 2) {
+            const unsigned fo = 4 * (32 * (8 * R + k) + lane);
+            const float4 th = *reinterpret_cast<const float4 *>(Th + fo);
             const float4 tl = *reinterpret_cast<const float4 *>(Tl + fo);
-            const float al[4] = {tl.x, tl.y, tl.z, tl.w};
+            const float ah[4] = {th.x, th.y, th.z, th.w}, al[4] = {tl.x, tl.y, tl.z, tl.w};
 #pragma unroll
             for (unsigned j2 = 0; j2 < 2; j2++) mma3(acc[R][j2], ah, al, bh[j2], bl[j2]);
           }
@@ -788,8 +839,8 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 #pragma unroll
         for (unsigned j2 = 0; j2 < 2; j2++) {
           const unsigned c = cs + 16 * l.w + 8 * j2 + 2 * l.t;
-          *reinterpret_cast<float2 *>(Uf + ra * kDv + c) = make_float2(acc[R][j2][0], acc[R][j2][1]);
-          *reinterpret_cast<float2 *>(Uf + rb * kDv + c) = make_float2(acc[R][j2][2], acc[R][j2][3]);
+          *reinterpret_cast<float2 *>(Uf + ra * kDv + c) = make_float2(acc[R][j2][0] * vi, acc[R][j2][1] * vi);
+          *reinterpret_cast<float2 *>(Uf + rb * kDv + c) = make_float2(acc[R][j2][2] * vi, acc[R][j2][3] * vi);
         }
       }
     }
