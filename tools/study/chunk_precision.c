@@ -13,6 +13,9 @@
  *       fp16, scaled  the same with v and the chunk's starting state scaled into fp16's range
  *       fp16, scaled, U split3  the same but U = T diag(beta) V by split3 (the fp16 kernel's
  *               phase 0 until 2026-12-03: what U's split products buy)
+ *       fp16, scaled, U stored fp16  fp16, scaled, with U also rounded to fp16 (after a power
+ *               of two that puts its largest |value| in [2^14, 2^15)): a record holding U in
+ *               fp16 instead of f32
  *       bf16    both operands bf16, one product (flash-linear-attention's operands)
  *     The per-chunk quantities (G, A, the inverse T, decays) and the state carried from chunk
  *     to chunk stay f32 in every scheme; only the operands of the products are rounded.
@@ -42,8 +45,8 @@
 
 enum { DK = 128, DV = 128, CH = 64 };
 
-typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, BF16, NSCHEME } scheme;
-static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "fp16, scaled", "fp16, scaled, U split3", "bf16"};
+typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, FP16SR, BF16, NSCHEME } scheme;
+static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "fp16, scaled", "fp16, scaled, U split3", "fp16, scaled, U stored fp16", "bf16"};
 
 /* ---- operand rounding ------------------------------------------------------------------ */
 
@@ -68,7 +71,8 @@ static void parts(scheme s, int first, float x, float *hi, float *lo) {
     case TF32: *hi = rnd_tf32(x), *lo = 0.0f; return;
     case FP16:
     case FP16S:
-    case FP16SU: *hi = rnd_fp16(x), *lo = 0.0f; return;
+    case FP16SU:
+    case FP16SR: *hi = rnd_fp16(x), *lo = 0.0f; return;
     case BF16: *hi = rnd_bf16(x), *lo = 0.0f; return;
     default: *hi = x, *lo = 0.0f; return;
   }
@@ -189,7 +193,7 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
      * two that brings their largest magnitude below 1 (exact), and O and the new S scaled
      * back: no operand can pass fp16's 65504 whatever v's size */
     float scale = 1.0f;
-    if (s == FP16S || s == FP16SU) {
+    if (s == FP16S || s == FP16SU || s == FP16SR) {
       float big = 0.0f;
       for (int x = 0; x < L * DV; x++) big = fmaxf(big, fabsf(v[x]));
       for (int x = 0; x < DK * DV; x++) big = fmaxf(big, fabsf(S[x]));
@@ -217,6 +221,12 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
     }
     matmul(s, W, T, L, Kb, DK, L, DK, L, 0);
     matmul(s == FP16SU ? SPLIT3 : s, U, T, L, Vb, DV, L, DV, L, 0);
+    if (s == FP16SR) { /* U rounded to fp16 as a record would hold it, scaled exactly */
+      float mu = 0.0f;
+      for (int x = 0; x < L * DV; x++) mu = fmaxf(mu, fabsf(U[x]));
+      const float su = mu > 0.0f ? ldexpf(1.0f, 14 - ilogbf(mu)) : 1.0f;
+      for (int x = 0; x < L * DV; x++) U[x] = rnd_fp16(U[x] * su) / su;
+    }
     for (int i = 0; i < L; i++)
       for (int j = 0; j < L; j++) M[i * L + j] = j <= i ? expf(G[i] - G[j]) * QK[i * L + j] : 0.0f;
     matmul(s, D, W, DK, S, DV, L, DV, DK, 0); /* D = U - W S0 */
