@@ -16,6 +16,11 @@
  *       fp16, scaled, U stored fp16  fp16, scaled, with U also rounded to fp16 (after a power
  *               of two that puts its largest |value| in [2^14, 2^15)): a record holding U in
  *               fp16 instead of f32
+ *       fp16, scaled, q/k stored fp16  fp16, scaled, with the chunk's q and k rounded to fp16
+ *               before anything is made of them (a conv pass writing the l2-normalised q and k
+ *               in fp16 for the core: one rounding more on q e^G, k e^(G_L - G) and beta e^G k)
+ *       fp16, scaled, q/k/v stored fp16  the same with v rounded to fp16 too (unscaled: a v past
+ *               65504 becomes an infinity, as such a store would make it)
  *       bf16    both operands bf16, one product (flash-linear-attention's operands)
  *     The per-chunk quantities (G, A, the inverse T, decays) and the state carried from chunk
  *     to chunk stay f32 in every scheme; only the operands of the products are rounded.
@@ -45,8 +50,10 @@
 
 enum { DK = 128, DV = 128, CH = 64 };
 
-typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, FP16SR, BF16, NSCHEME } scheme;
-static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "fp16, scaled", "fp16, scaled, U split3", "fp16, scaled, U stored fp16", "bf16"};
+typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, FP16SR, FP16SQK, FP16SQ, BF16, NSCHEME } scheme;
+static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "fp16, scaled", "fp16, scaled, U split3", "fp16, scaled, U stored fp16",
+                                            "fp16, scaled, q/k stored fp16", "fp16, scaled, q/k/v stored fp16",
+                                            "bf16"};
 
 /* ---- operand rounding ------------------------------------------------------------------ */
 
@@ -72,7 +79,9 @@ static void parts(scheme s, int first, float x, float *hi, float *lo) {
     case FP16:
     case FP16S:
     case FP16SU:
-    case FP16SR: *hi = rnd_fp16(x), *lo = 0.0f; return;
+    case FP16SR:
+    case FP16SQK:
+    case FP16SQ: *hi = rnd_fp16(x), *lo = 0.0f; return;
     case BF16: *hi = rnd_bf16(x), *lo = 0.0f; return;
     default: *hi = x, *lo = 0.0f; return;
   }
@@ -189,11 +198,20 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
     const int L = in->t - c0 < CH ? in->t - c0 : CH;
     const float *q = in->q + c0 * DK, *k = in->k + c0 * DK, *v = in->v + c0 * DV, *g = in->g + c0,
                 *beta = in->beta + c0;
+    static float qh[CH * DK], kh[CH * DK], vh[CH * DV];
+    if (s == FP16SQK || s == FP16SQ) { /* the chunk's inputs as an fp16 store would leave them */
+      for (int x = 0; x < L * DK; x++) qh[x] = rnd_fp16(q[x]), kh[x] = rnd_fp16(k[x]);
+      q = qh, k = kh;
+    }
+    if (s == FP16SQ) {
+      for (int x = 0; x < L * DV; x++) vh[x] = rnd_fp16(v[x]);
+      v = vh;
+    }
     /* fp16, scaled: the chunk is linear in (v, S0) together, so both are scaled by a power of
      * two that brings their largest magnitude below 1 (exact), and O and the new S scaled
      * back: no operand can pass fp16's 65504 whatever v's size */
     float scale = 1.0f;
-    if (s == FP16S || s == FP16SU || s == FP16SR) {
+    if (s == FP16S || s == FP16SU || s == FP16SR || s == FP16SQK || s == FP16SQ) {
       float big = 0.0f;
       for (int x = 0; x < L * DV; x++) big = fmaxf(big, fabsf(v[x]));
       for (int x = 0; x < DK * DV; x++) big = fmaxf(big, fabsf(S[x]));
