@@ -181,6 +181,21 @@ __device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
 /* The value a bf16 store and reload would give. */
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
+/* Two f32 as bf16 in one word (lo in the low half), rounded to nearest even: on NVIDIA one cvt a
+ * pair (F2FP), where f32_to_bf16 takes ~8 integer steps and a branch a value.  The same bits
+ * for every finite value and infinity; a NaN stays NaN (its payload may change).  For kernels
+ * bound by their instructions (gated_rmsnorm_rows: 57 a value on the H200, 14 % of them LOP3,
+ * 8 % branches; docs/perf-prefill.md part 15) and for phase 1's O stores. */
+__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return (uint32_t)f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
+#endif
+}
+
 /* The two bf16 halves of a 32-bit word (little endian: element 0 is the low half). */
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }

@@ -115,13 +115,6 @@ __device__ __forceinline__ void mma(float d[4], const float a[4], const float b[
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
 }
 
-/* bf16(x0) in the low half, bf16(x1) in the high half, rounded to nearest even. */
-__device__ __forceinline__ uint32_t bf16x2_rn(float x0, float x1) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
-  return r;
-}
-
 /* IEEE half(x0) in the low half, half(x1) in the high half, rounded to nearest even. */
 __device__ __forceinline__ uint32_t f16x2_rn(float x0, float x1) {
   uint32_t r;

@@ -177,14 +177,6 @@ __device__ __forceinline__ void consume(float (&acc)[NACC], uint32_t s0, uint64_
   pin(acc);
 }
 
-/* bf16(v0) in the low half, bf16(v1) in the high, rounded to nearest even by one cvt (finite
- * values as f32_to_bf16; a NaN may come out as another NaN) */
-__device__ __forceinline__ uint32_t pack_bf16x2(float v0, float v1) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(v1), "f"(v0));
-  return r;
-}
-
 template <bool F32_OUT>
 __device__ __forceinline__ void store2(void *y, size_t o, float v0, float v1, bool pair, bool has1) {
   if (F32_OUT) {
@@ -302,8 +294,8 @@ __device__ __forceinline__ void sorted_pair(void *y, const bf16 *__restrict__ a,
       if (!__any_sync(0xffffffffu, j >= 0)) continue; /* a warp's 8 rows all past the slot's (decode) */
 #pragma unroll
       for (unsigned p = 0; p < QN / 2u; p++) {
-        const uint32_t lo = pack_bf16x2(val(8 * p + 2 * h), val(8 * p + 2 * h + 1)),
-                       hi = pack_bf16x2(val(8 * p + 4 + 2 * h), val(8 * p + 4 + 2 * h + 1));
+        const uint32_t lo = bf16x2_rn(val(8 * p + 2 * h), val(8 * p + 2 * h + 1)),
+                       hi = bf16x2_rn(val(8 * p + 4 + 2 * h), val(8 * p + 4 + 2 * h + 1));
         const uint32_t a0 = __shfl_sync(0xffffffffu, lo, src), a1 = __shfl_sync(0xffffffffu, lo, src + 1u),
                        b0 = __shfl_sync(0xffffffffu, hi, src), b1 = __shfl_sync(0xffffffffu, hi, src + 1u);
         const unsigned col = n0 + p * 16u + 4u * t4;
