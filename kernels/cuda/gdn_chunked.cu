@@ -467,6 +467,20 @@ __device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, const slabs 
   }
 }
 
+/* Powers of two for the fp16 core's scales: phase 0's V slabs here, phase 1's S and D planes
+ * (gdn_chunked_wg16.cuh, rescale_by). */
+namespace f16 {
+/* 2^k as a float, k in [-126, 127] */
+__device__ __forceinline__ float exp2i(int k) { return __uint_as_float((unsigned)(127 + k) << 23); }
+/* The exponent change d, |d| <= 126, that brings mx into [2^lo, 2^(lo+1)); 0 for 0, infinities
+ * and NaN. */
+__device__ __forceinline__ int shift_into(float mx, int lo) {
+  if (!(mx > 0.0f) || !(mx <= 3.0e38f)) return 0;
+  const int d = lo - ((int)((__float_as_uint(mx) >> 23) & 0xffu) - 127); /* mx in [2^ex, 2^(ex+1)) */
+  return d > 126 ? 126 : d < -126 ? -126 : d; /* 2^d a float */
+}
+}  // namespace f16
+
 template <bool F16 = false>
 __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
                                            const float *beta, const int *cu, float *wsf,
@@ -765,13 +779,9 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     float vi = 1.0f; /* F16: U's scale back */
     if constexpr (F16) {
       float vs = 1.0f;
-      if (kind == 1) {
-        const float mx = fmaxf(fmaxf(eg[0], eg[1]), fmaxf(eg[2], eg[3]));
-        if (mx > 0.0f && mx <= 3.0e38f) { /* 0, inf and NaN keep 1 */
-          int d = 14 - ((int)((__float_as_uint(mx) >> 23) & 0xffu) - 127);
-          d = d > 126 ? 126 : d < -126 ? -126 : d;
-          vs = __uint_as_float((unsigned)(127 + d) << 23), vi = __uint_as_float((unsigned)(127 - d) << 23);
-        }
+      if (kind == 1) { /* the slab's largest |V| into [2^14, 2^15) (0, inf and NaN keep 1) */
+        const int d = f16::shift_into(fmaxf(fmaxf(eg[0], eg[1]), fmaxf(eg[2], eg[3])), 14);
+        vs = f16::exp2i(d), vi = f16::exp2i(-d);
       }
       const uint32_t *Th16 = reinterpret_cast<const uint32_t *>(Th);
 #pragma unroll

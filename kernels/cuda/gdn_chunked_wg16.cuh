@@ -94,15 +94,11 @@ __device__ __forceinline__ float block_max(float m, float *red, const lane_ids &
   __syncthreads();
   return fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
 }
-/* 2^k as a float, k in [-126, 127] */
-__device__ __forceinline__ float exp2i(int k) { return __uint_as_float((unsigned)(127 + k) << 23); }
 /* The change of exponent that brings a block maximum mx (of values already times 2^e) into
- * [2^lo, 2^(lo+1)), kept so that e stays in [-120, 120] and |change| <= 126; 0 for 0, infinities and NaN. */
+ * [2^lo, 2^(lo+1)) (shift_into, gdn_chunked.cu; a change past 126 takes more chunks), kept so
+ * that e stays in [-120, 120]; 0 for 0, infinities and NaN. */
 __device__ __forceinline__ int rescale_by(float mx, int e, int lo) {
-  if (!(mx > 0.0f) || !(mx <= 3.0e38f)) return 0;
-  const int ex = (int)((__float_as_uint(mx) >> 23) & 0xffu) - 127; /* mx in [2^ex, 2^(ex+1)) */
-  int d = lo - ex;
-  d = d > 126 ? 126 : d < -126 ? -126 : d; /* 2^d a float (a larger change takes more chunks) */
+  int d = shift_into(mx, lo);
   if (e + d > 120) d = 120 - e;
   if (e + d < -120) d = -120 - e;
   return d;
