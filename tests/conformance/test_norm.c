@@ -163,3 +163,48 @@ static void run_gated(metrale_kernel_id id, int rows_kernel) {
 
 Test(norm, gated_rmsnorm) { run_gated(METRALE_K_gated_rmsnorm, 0); }
 Test(norm, gated_rmsnorm_rows) { run_gated(METRALE_K_gated_rmsnorm_rows, 1); }
+
+/* The gated norm's two bf16 roundings are to nearest even, bit for bit, on inputs where nothing
+ * else can move the result: each row of o is one value +-0.5, so o * rsqrt(mean(o^2) + eps) is
+ * 1 - 2e-6 (a bf16 rounding toward zero gives 0.99609375, to nearest 1.0); w is 1; z from 20 up
+ * in steps of 1/64, where silu(z) = z exactly in f32 (e^-20 is below half an ulp of 1), so y
+ * is bf16(+-z): eight values on each 0.125 step of bf16, the tie z = 20.0625 included (even:
+ * 20.0; ties away: 20.125).  NMSE checks cannot see a rounding mode (toward zero costs ~1e-5
+ * against a tolerance of 2e-4); this can. */
+static void run_gated_rounding(metrale_kernel_id id, int rows_kernel) {
+  CF_BEGIN(ctx, k, id);
+  const uint32_t rows = 4, n = 128;
+  const size_t cnt = (size_t)rows * n;
+  snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
+  metrale_bf16 *o = cf_alloc(cnt, 2), *w = cf_alloc(n, 2), *want = cf_alloc(cnt, 2);
+  float *z = cf_alloc(cnt, sizeof(float));
+  for (uint32_t i = 0; i < n; i++) w[i] = metrale_f32_to_bf16(1.0f);
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t i = 0; i < n; i++) {
+      const size_t j = (size_t)r * n + i;
+      const float sign = r % 2 ? -1.0f : 1.0f;
+      o[j] = metrale_f32_to_bf16(0.5f * sign);
+      z[j] = 20.0f + (float)(r / 2 * n + i) / 64.0f; /* 20 .. 24, exact in f32 */
+      want[j] = metrale_f32_to_bf16(sign * z[j]);     /* round to nearest even (bf16.h) */
+    }
+  cf_launch l;
+  cf_launch_init(&l, id, (gpu_dim3){rows_kernel ? (rows + 15) / 16 : rows, 1, 1});
+  int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+  int bo = cf_buf_add(&l, "o", CF_BF16, CF_IN, cnt, o, 0);
+  int bz = cf_buf_add(&l, "z", CF_F32, CF_IN, cnt, z, 0);
+  int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
+  cf_arg_buf(&l, by);
+  cf_arg_buf(&l, bo);
+  cf_arg_buf(&l, bz);
+  cf_arg_buf(&l, bw);
+  cf_arg_u32(&l, rows);
+  cf_arg_u32(&l, n);
+  cf_arg_f32(&l, eps);
+  if (cf_run(&ctx, &l, k)) cf_check_exact(&ctx, "y", cf_bf16(&l, by), want, 2, cnt);
+  cf_launch_free(&l);
+  free(o), free(w), free(want), free(z);
+  cf_close(&ctx);
+}
+
+Test(norm, gated_rmsnorm_rounds_to_nearest_even) { run_gated_rounding(METRALE_K_gated_rmsnorm, 0); }
+Test(norm, gated_rmsnorm_rows_rounds_to_nearest_even) { run_gated_rounding(METRALE_K_gated_rmsnorm_rows, 1); }
