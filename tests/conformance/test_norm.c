@@ -115,7 +115,24 @@ static const struct {
   uint32_t rows, n;
 } gated_shapes[] = {{1, 1}, {3, 7}, {5, 129}, {2, 1000}, {17, 64}, {9, 128}, {33, 132}, {3, 260}, {8, 4}, {18, 128}, {31, 128}};
 
-/* rows: gated_rmsnorm_rows, 16 rows a block (kernels.def); else gated_rmsnorm, a block a row. */
+/* One launch of a gated norm on o, z [rows, n] and w [n] (rows_kernel: gated_rmsnorm_rows, 16
+ * rows a block, kernels.def; else gated_rmsnorm, a block a row); y's buffer in l, or -1 where
+ * the run did not happen. */
+static int gated_run(cf_ctx *ctx, gpu_kernel k, cf_launch *l, metrale_kernel_id id, int rows_kernel, uint32_t rows,
+                     uint32_t n, const metrale_bf16 *o, const float *z, const metrale_bf16 *w) {
+  const size_t cnt = (size_t)rows * n;
+  cf_launch_init(l, id, (gpu_dim3){rows_kernel ? (rows + 15) / 16 : rows, 1, 1});
+  const int by = cf_buf_add(l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+  cf_arg_buf(l, by);
+  cf_arg_buf(l, cf_buf_add(l, "o", CF_BF16, CF_IN, cnt, o, 0));
+  cf_arg_buf(l, cf_buf_add(l, "z", CF_F32, CF_IN, cnt, z, 0)); /* f32 gate (kernels.def, "Precision") */
+  cf_arg_buf(l, cf_buf_add(l, "w", CF_BF16, CF_IN, n, w, 0));
+  cf_arg_u32(l, rows);
+  cf_arg_u32(l, n);
+  cf_arg_f32(l, eps);
+  return cf_run(ctx, l, k) ? by : -1;
+}
+
 static void run_gated(metrale_kernel_id id, int rows_kernel) {
   CF_BEGIN(ctx, k, id);
   for (size_t si = 0; si < sizeof gated_shapes / sizeof gated_shapes[0]; si++) {
@@ -142,19 +159,8 @@ static void run_gated(metrale_kernel_id id, int rows_kernel) {
     }
 
     cf_launch l;
-    cf_launch_init(&l, id, (gpu_dim3){rows_kernel ? (rows + 15) / 16 : rows, 1, 1});
-    int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
-    int bo = cf_buf_add(&l, "o", CF_BF16, CF_IN, cnt, o, 0);
-    int bz = cf_buf_add(&l, "z", CF_F32, CF_IN, cnt, z, 0);
-    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
-    cf_arg_buf(&l, by);
-    cf_arg_buf(&l, bo);
-    cf_arg_buf(&l, bz);
-    cf_arg_buf(&l, bw);
-    cf_arg_u32(&l, rows);
-    cf_arg_u32(&l, n);
-    cf_arg_f32(&l, eps);
-    if (cf_run(&ctx, &l, k)) cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
+    const int by = gated_run(&ctx, k, &l, id, rows_kernel, rows, n, o, z, w);
+    if (by >= 0) cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, CF_TOL_BF16);
     cf_launch_free(&l);
     free(o), free(z), free(w), free(ref);
   }
@@ -188,19 +194,8 @@ static void run_gated_rounding(metrale_kernel_id id, int rows_kernel) {
       want[j] = metrale_f32_to_bf16(sign * z[j]);     /* round to nearest even (bf16.h) */
     }
   cf_launch l;
-  cf_launch_init(&l, id, (gpu_dim3){rows_kernel ? (rows + 15) / 16 : rows, 1, 1});
-  int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
-  int bo = cf_buf_add(&l, "o", CF_BF16, CF_IN, cnt, o, 0);
-  int bz = cf_buf_add(&l, "z", CF_F32, CF_IN, cnt, z, 0);
-  int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
-  cf_arg_buf(&l, by);
-  cf_arg_buf(&l, bo);
-  cf_arg_buf(&l, bz);
-  cf_arg_buf(&l, bw);
-  cf_arg_u32(&l, rows);
-  cf_arg_u32(&l, n);
-  cf_arg_f32(&l, eps);
-  if (cf_run(&ctx, &l, k)) cf_check_exact(&ctx, "y", cf_bf16(&l, by), want, 2, cnt);
+  const int by = gated_run(&ctx, k, &l, id, rows_kernel, rows, n, o, z, w);
+  if (by >= 0) cf_check_exact(&ctx, "y", cf_bf16(&l, by), want, 2, cnt);
   cf_launch_free(&l);
   free(o), free(w), free(want), free(z);
   cf_close(&ctx);
