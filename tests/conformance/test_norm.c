@@ -65,6 +65,40 @@ Test(norm, rmsnorm) { run_rmsnorm(METRALE_K_rmsnorm, 0); }
 
 Test(norm, rmsnorm_f32) { run_rmsnorm(METRALE_K_rmsnorm_f32, 1); }
 
+/* rmsnorm's bf16 rounding is to nearest (its NMSE check cannot see a rounding mode): rows of one
+ * value +-0.5, so x rsqrt(mean(x^2) + eps) = +-(1 - 2e-6), times 1 + w with w = i/1024, i =
+ * 0..127, which lies on, between and halfway between bf16 values; the product then sits at
+ * least ~2e-6 from every rounding boundary, where the backends' rsqrt cannot move it across.
+ * Rounding toward zero or down gives another value for most of them. */
+Test(norm, rmsnorm_rounds_to_nearest) {
+  CF_BEGIN(ctx, k, METRALE_K_rmsnorm);
+  const uint32_t rows = 2, n = 128;
+  const size_t cnt = (size_t)rows * n;
+  snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
+  metrale_bf16 *x = cf_alloc(cnt, 2), *w = cf_alloc(n, 2), *want = cf_alloc(cnt, 2);
+  const double inv = 1.0 / sqrt(0.25 + (double)eps);
+  for (uint32_t i = 0; i < n; i++) w[i] = metrale_f32_to_bf16((float)i / 1024.0f); /* exact */
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t i = 0; i < n; i++) {
+      const double xv = r ? -0.5 : 0.5;
+      x[(size_t)r * n + i] = metrale_f32_to_bf16((float)xv);
+      want[(size_t)r * n + i] = metrale_f32_to_bf16((float)(xv * inv * (1.0 + i / 1024.0)));
+    }
+  cf_launch l;
+  cf_launch_init(&l, METRALE_K_rmsnorm, (gpu_dim3){rows, 1, 1});
+  int by = cf_buf_add(&l, "y", CF_BF16, CF_OUT, cnt, NULL, CF_TOL_BF16);
+  cf_arg_buf(&l, by);
+  cf_arg_buf(&l, cf_buf_add(&l, "x", CF_BF16, CF_IN, cnt, x, 0));
+  cf_arg_buf(&l, cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0));
+  cf_arg_u32(&l, rows);
+  cf_arg_u32(&l, n);
+  cf_arg_f32(&l, eps);
+  if (cf_run(&ctx, &l, k)) cf_check_exact(&ctx, "y", cf_bf16(&l, by), want, 2, cnt);
+  cf_launch_free(&l);
+  free(x), free(w), free(want);
+  cf_close(&ctx);
+}
+
 Test(norm, add_rmsnorm) {
   CF_BEGIN(ctx, k, METRALE_K_add_rmsnorm);
   for (size_t si = 0; si < NSHAPES; si++) {
