@@ -33,14 +33,6 @@ void mt_fill_f32(mt_rng *rng, float *x, size_t n, double lo, double hi);
 /* Rounds a double to the nearest bf16 value (ties to even) and back. */
 double mt_round_bf16(double x);
 static inline double mt_bf(metrale_bf16 h) { return (double)metrale_bf16_to_f32(h); }
-/* Whether an f32 value lies exactly halfway between two bf16 values (its low 16 bits 0x8000). */
-static inline int mt_bf16_tie(float f) {
-  union {
-    float f;
-    uint32_t u;
-  } v = {f};
-  return (v.u & 0xffffu) == 0x8000u;
-}
 
 /* Normalised mean squared error sum((a-b)^2) / sum(b^2) of a result a against the
  * reference b; 0 when both are all zero, +inf when only b is.  *out_nonfinite (may be

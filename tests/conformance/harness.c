@@ -275,6 +275,23 @@ void cf_check_exact(cf_ctx *ctx, const char *what, const void *got, const void *
             first);
 }
 
+void cf_check_bf16_nearest(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const float *exact, size_t n) {
+  size_t first = n, count = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &exact[i], sizeof u);
+    const metrale_bf16 down = (metrale_bf16)(u >> 16), up = (metrale_bf16)(down + 1u); /* a tie's neighbours */
+    const int ok = (u & 0xffffu) == 0x8000u ? got[i] == down || got[i] == up : got[i] == metrale_f32_to_bf16(exact[i]);
+    if (!ok) {
+      if (first == n) first = i;
+      count++;
+    }
+  }
+  CF_EXPECT(ctx, count == 0, "%s: %zu of %zu values not rounded to nearest, first at index %zu (got %g, exact %.9g)",
+            what, count, n, first, first < n ? (double)metrale_bf16_to_f32(got[first]) : 0.0,
+            first < n ? (double)exact[first] : 0.0);
+}
+
 void cf_pick_slots(mt_rng *rng, int32_t *slots, uint32_t count, uint32_t n_slots, int pad) {
   cr_assert(count <= n_slots, "more slots asked for than exist");
   int32_t *perm = cf_alloc(n_slots, sizeof *perm);

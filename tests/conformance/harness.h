@@ -98,6 +98,11 @@ void cf_check_f32(cf_ctx *ctx, const char *what, const float *got, const double 
                   double tol);
 void cf_check_exact(cf_ctx *ctx, const char *what, const void *got, const void *want,
                     size_t elem_bytes, size_t n);
+/* For rounding tests on inputs built for them: each got[i] must be exact[i] (an f32 value the
+ * kernel's arithmetic reaches exactly) rounded to the nearest bf16, as bf16.h rounds it.  Where
+ * exact[i] lies halfway between two bf16 values either one passes: an ulp of error before the
+ * rounding (a SiLU by a fast exp and division) moves such a tie across, and no other value. */
+void cf_check_bf16_nearest(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const float *exact, size_t n);
 
 /* Typed views of a result. */
 static inline metrale_bf16 *cf_bf16(cf_launch *l, int b) {

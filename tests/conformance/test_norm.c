@@ -1,7 +1,6 @@
 /* norm module: rmsnorm, rmsnorm_f32, add_rmsnorm, gated_rmsnorm against double references. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "harness.h"
 
@@ -69,21 +68,23 @@ Test(norm, rmsnorm_f32) { run_rmsnorm(METRALE_K_rmsnorm_f32, 1); }
 /* rmsnorm's bf16 rounding is to nearest (its NMSE check cannot see a rounding mode): rows of one
  * value +-0.5, so x rsqrt(mean(x^2) + eps) = +-(1 - 2e-6), times 1 + w with w = i/1024, i =
  * 0..127, which lies on, between and halfway between bf16 values; the product then sits at
- * least ~2e-6 from every rounding boundary, where the backends' rsqrt cannot move it across.
- * Rounding toward zero or down gives another value for most of them. */
+ * least ~2e-6 from every rounding boundary, where the backends' rsqrt cannot move it across
+ * (its f32 value is exact enough for cf_check_bf16_nearest).  Rounding toward zero or down
+ * gives another value for most of them. */
 Test(norm, rmsnorm_rounds_to_nearest) {
   CF_BEGIN(ctx, k, METRALE_K_rmsnorm);
   const uint32_t rows = 2, n = 128;
   const size_t cnt = (size_t)rows * n;
   snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
-  metrale_bf16 *x = cf_alloc(cnt, 2), *w = cf_alloc(n, 2), *want = cf_alloc(cnt, 2);
+  metrale_bf16 *x = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
+  float *exact = cf_alloc(cnt, sizeof(float));
   const double inv = 1.0 / sqrt(0.25 + (double)eps);
   for (uint32_t i = 0; i < n; i++) w[i] = metrale_f32_to_bf16((float)i / 1024.0f); /* exact */
   for (uint32_t r = 0; r < rows; r++)
     for (uint32_t i = 0; i < n; i++) {
       const double xv = r ? -0.5 : 0.5;
       x[(size_t)r * n + i] = metrale_f32_to_bf16((float)xv);
-      want[(size_t)r * n + i] = metrale_f32_to_bf16((float)(xv * inv * (1.0 + i / 1024.0)));
+      exact[(size_t)r * n + i] = (float)(xv * inv * (1.0 + i / 1024.0));
     }
   cf_launch l;
   cf_launch_init(&l, METRALE_K_rmsnorm, (gpu_dim3){rows, 1, 1});
@@ -94,9 +95,9 @@ Test(norm, rmsnorm_rounds_to_nearest) {
   cf_arg_u32(&l, rows);
   cf_arg_u32(&l, n);
   cf_arg_f32(&l, eps);
-  if (cf_run(&ctx, &l, k)) cf_check_exact(&ctx, "y", cf_bf16(&l, by), want, 2, cnt);
+  if (cf_run(&ctx, &l, k)) cf_check_bf16_nearest(&ctx, "y", cf_bf16(&l, by), exact, cnt);
   cf_launch_free(&l);
-  free(x), free(w), free(want);
+  free(x), free(w), free(exact);
   cf_close(&ctx);
 }
 
@@ -209,17 +210,17 @@ Test(norm, gated_rmsnorm_rows) { run_gated(METRALE_K_gated_rmsnorm_rows, 1); }
  * else can move the result: each row of o is one value +-0.5, so o * rsqrt(mean(o^2) + eps) is
  * 1 - 2e-6 (a bf16 rounding toward zero gives 0.99609375, to nearest 1.0); w is 1; z from 20 up
  * in steps of 1/64, where silu(z) = z in f32 (e^-20 is below half an ulp of 1), so y is
- * bf16(+-z): eight values on each 0.125 step of bf16.  The ties among them (z = 20.0625, ...)
- * are left out: a backend's SiLU may be an ulp off (CUDA's fast one, GLSL's exp and division),
- * which moves a tie across its boundary and no other of these values.  NMSE checks cannot see
- * a rounding mode (toward zero costs ~1e-5 against a tolerance of 2e-4); this can. */
+ * bf16(+-z): eight values on each 0.125 step of bf16, ties included (z = 20.0625, ...; either
+ * neighbour passes there, since a SiLU an ulp off, CUDA's fast one or GLSL's, moves a tie:
+ * cf_check_bf16_nearest).  NMSE checks cannot see a rounding mode (toward zero costs ~1e-5
+ * against a tolerance of 2e-4); this can. */
 static void run_gated_rounding(metrale_kernel_id id, int rows_kernel) {
   CF_BEGIN(ctx, k, id);
   const uint32_t rows = 4, n = 128;
   const size_t cnt = (size_t)rows * n;
   snprintf(ctx.shape, sizeof ctx.shape, "rows=%u n=%u", rows, n);
-  metrale_bf16 *o = cf_alloc(cnt, 2), *w = cf_alloc(n, 2), *want = cf_alloc(cnt, 2);
-  float *z = cf_alloc(cnt, sizeof(float));
+  metrale_bf16 *o = cf_alloc(cnt, 2), *w = cf_alloc(n, 2);
+  float *z = cf_alloc(cnt, sizeof(float)), *exact = cf_alloc(cnt, sizeof(float));
   for (uint32_t i = 0; i < n; i++) w[i] = metrale_f32_to_bf16(1.0f);
   for (uint32_t r = 0; r < rows; r++)
     for (uint32_t i = 0; i < n; i++) {
@@ -227,20 +228,13 @@ static void run_gated_rounding(metrale_kernel_id id, int rows_kernel) {
       const float sign = r % 2 ? -1.0f : 1.0f;
       o[j] = metrale_f32_to_bf16(0.5f * sign);
       z[j] = 20.0f + (float)(r / 2 * n + i) / 64.0f; /* 20 .. 24, exact in f32 */
-      want[j] = metrale_f32_to_bf16(sign * z[j]);     /* round to nearest even (bf16.h) */
+      exact[j] = sign * z[j];
     }
   cf_launch l;
   const int by = gated_run(&ctx, k, &l, id, rows_kernel, rows, n, o, z, w);
-  if (by >= 0) {
-    metrale_bf16 *got = cf_alloc(cnt, 2);
-    memcpy(got, cf_bf16(&l, by), cnt * 2);
-    for (size_t j = 0; j < cnt; j++)
-      if (mt_bf16_tie(z[j])) got[j] = want[j]; /* ties left out (above) */
-    cf_check_exact(&ctx, "y (ties left out)", got, want, 2, cnt);
-    free(got);
-  }
+  if (by >= 0) cf_check_bf16_nearest(&ctx, "y", cf_bf16(&l, by), exact, cnt);
   cf_launch_free(&l);
-  free(o), free(w), free(want), free(z);
+  free(o), free(w), free(z), free(exact);
   cf_close(&ctx);
 }
 
