@@ -55,6 +55,9 @@ static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "
                                             "fp16, scaled, q/k stored fp16", "fp16, scaled, q/k/v stored fp16",
                                             "bf16"};
 
+/* The fp16 schemes that scale v and the state into half's range (all from FP16S to FP16SQ) */
+static int fp16_scaled(scheme s) { return s >= FP16S && s <= FP16SQ; }
+
 /* ---- operand rounding ------------------------------------------------------------------ */
 
 static float rnd_bf16(float x) { return metrale_bf16_to_f32(metrale_f32_to_bf16(x)); }
@@ -69,6 +72,10 @@ static float rnd_fp16(float x) { return metrale_f16_to_f32(metrale_f32_to_f16(x)
 
 /* The parts a product's operand is split into (lo = 0 where one part is used). */
 static void parts(scheme s, int first, float x, float *hi, float *lo) {
+  if (s == FP16 || fp16_scaled(s)) {
+    *hi = rnd_fp16(x), *lo = 0.0f;
+    return;
+  }
   switch (s) {
     case SPLIT3: *hi = rnd_bf16(x), *lo = rnd_bf16(x - *hi); return;
     case BF16X2:
@@ -76,12 +83,6 @@ static void parts(scheme s, int first, float x, float *hi, float *lo) {
       *lo = first ? 0.0f : rnd_bf16(x - *hi);
       return;
     case TF32: *hi = rnd_tf32(x), *lo = 0.0f; return;
-    case FP16:
-    case FP16S:
-    case FP16SU:
-    case FP16SR:
-    case FP16SQK:
-    case FP16SQ: *hi = rnd_fp16(x), *lo = 0.0f; return;
     case BF16: *hi = rnd_bf16(x), *lo = 0.0f; return;
     default: *hi = x, *lo = 0.0f; return;
   }
@@ -211,7 +212,7 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
      * two that brings their largest magnitude below 1 (exact), and O and the new S scaled
      * back: no operand can pass fp16's 65504 whatever v's size */
     float scale = 1.0f;
-    if (s == FP16S || s == FP16SU || s == FP16SR || s == FP16SQK || s == FP16SQ) {
+    if (fp16_scaled(s)) {
       float big = 0.0f;
       for (int x = 0; x < L * DV; x++) big = fmaxf(big, fabsf(v[x]));
       for (int x = 0; x < DK * DV; x++) big = fmaxf(big, fabsf(S[x]));
