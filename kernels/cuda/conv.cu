@@ -182,71 +182,117 @@ namespace {
 constexpr unsigned kV = 4;                                     /* channels a thread of conv1d_prefill_l2norm */
 constexpr unsigned kL2ConvBlock = mk_block("conv1d_prefill_l2norm"); /* threads */
 static_assert(kV * kL2ConvBlock == 1024u, "kernels.def: 1024 channels a block");
-constexpr unsigned kPipe = 4; /* tokens a thread loads ahead of the ones it computes */
+/* tokens a thread has loads out for: 4 at three blocks an SM (80 registers); 6 and 8 at two
+ * blocks an SM (103 and 118) were no faster at 4096 tokens and 1-2 % at 16384 (part 16) */
+constexpr unsigned kRing = 4;
 
 __device__ __forceinline__ float4 f4(float v) { return make_float4(v, v, v, v); }
 __device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
 
+/* The l2norm of a q or k head on the way out: a head of dk channels is g = dk/4 consecutive
+ * lanes of one warp, which add their squares with xor shuffles inside their group (for dk =
+ * 128 the order of l2norm_qk_rows) and scale.  For dk = 128 (g = 32) the shuffles are
+ * unrolled: 6 instructions a step -> 2.  (As a template on g with both forms in the kernel,
+ * ptxas wanted 110 registers where each form alone takes 92-94, and spilled at 80.) */
+struct qk_norm {
+  unsigned g;        /* lanes a head */
+  bool warp_qk, qk;  /* some lane of the warp / this lane holds q or k channels */
+  float sc_extra;    /* dk^-1/2 for q heads, 1 for k heads */
+  __device__ __forceinline__ float4 operator()(float4 v) const {
+    if (!warp_qk) return v; /* a warp of value channels only skips the shuffles */
+    float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    if (g == 32) {
+#pragma unroll
+      for (unsigned off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, 32);
+    } else {
+      for (unsigned off = g / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, g);
+    }
+    if (!qk) return v;
+    float sc = 1.0f / sqrtf(ss + 1e-6f);
+    sc *= sc_extra;
+    return make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
+  }
+};
+
 /* conv_span on the 4 channels ch..ch+3 of this thread (16-byte loads and stores of x and y;
  * the state, [K-1] a channel, element by element), each channel's sums in conv_span's order.
- * Every output goes through norm(t, v) before it is stored; the block's threads walk the
- * same tokens in the same order (the spans are the block's), so norm may shuffle across a
- * warp.  live: the channels exist (ch < C); a thread past C runs the loop for the shuffles
- * and touches no memory. */
+ * Every output goes through norm(v) before it is stored; the block's threads walk the same
+ * tokens in the same order (the spans are the block's), so norm may shuffle across a warp.
+ * live: the channels exist (ch < C); a thread past C runs the loop for the shuffles and
+ * touches no memory. */
 template <typename Norm>
 __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
                            float *__restrict__ st, long t0, long t1, long a, long e, bool own, unsigned c,
-                           unsigned ch, unsigned kw, bool live, Norm norm) {
+                           unsigned ch, unsigned kw, bool live, const Norm &norm) {
   const long hist = (long)kw - 1;
+  const size_t cs = c; /* floats a token */
   auto window = [&](long u) -> float4 { /* entry of token u, as conv_span's */
     if (!live) return f4(0.0f);
-    if (u >= t0) return ld4(x + (size_t)u * c + ch);
+    if (u >= t0) return ld4(x + (size_t)u * cs + ch);
     if (!st) return f4(0.0f);
     const long i = u - t0 + hist;
     return make_float4(st[i], st[hist + i], st[2 * hist + i], st[3 * hist + i]);
   };
   auto wt = [&](unsigned lane, unsigned j) { return live ? bf16_to_f32(w[(size_t)(ch + lane) * kw + j]) : 0.0f; };
-  auto emit = [&](long t, float4 acc) {
-    const float4 v =
-        norm(t, make_float4(silu_fast(acc.x), silu_fast(acc.y), silu_fast(acc.z), silu_fast(acc.w)));
-    if (live) *reinterpret_cast<float4 *>(y + (size_t)t * c + ch) = v; /* f32 out, not rounded */
+  /* the sequence's new state, as conv_span's (ascending order only reads the old entries at
+   * or after the one written), once its old entries have been read */
+  auto write_state = [&]() {
+    if (!own || !st || !live) return;
+    for (long i = 0; i < hist; i++) {
+      const float4 v = window(t1 - hist + i);
+      st[i] = v.x, st[hist + i] = v.y, st[2 * hist + i] = v.z, st[3 * hist + i] = v.w;
+    }
+  };
+  auto emit = [&](float *yo, float4 acc) {
+    const float4 v = norm(make_float4(silu_fast(acc.x), silu_fast(acc.y), silu_fast(acc.z), silu_fast(acc.w)));
+    if (live) *reinterpret_cast<float4 *>(yo) = v; /* f32 out, not rounded */
   };
   if (kw == 4) {
     float4 wj[4];
 #pragma unroll
     for (unsigned j = 0; j < 4; j++) wj[j] = make_float4(wt(0, j), wt(1, j), wt(2, j), wt(3, j));
     float4 h0 = window(a - 3), h1 = window(a - 2), h2 = window(a - 1);
-    /* Double-buffered: the next kPipe tokens' loads go out before this group's arithmetic
-     * (whose shuffles, for q and k heads, are a chain of latencies), so a thread always has
-     * loads in flight.  H200, 16384 tokens: 303 us at 4 tokens ahead and three blocks an SM
-     * against 330 for 8 tokens loaded, then used; 8 ahead spills at three blocks an SM, and
-     * two blocks an SM lose at 16384 tokens (docs/perf-prefill.md, part 5). */
-    auto load = [&](long g, float4 (&b)[kPipe]) {
-#pragma unroll
-      for (unsigned i = 0; i < kPipe; i++) b[i] = live && g + i < e ? ld4(x + (size_t)(g + i) * c + ch) : f4(0.0f);
+    /* the new state now: the old one has been read (only h0..h2 read it), and the loop
+     * below then holds no registers for the state's pointer and span */
+    write_state();
+    /* one token: its output from the window h0 h1 h2 xt, the window moved on by one */
+    auto step = [&](const float4 &xt, float *yo) {
+      float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
+      acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
+      acc.x += wj[1].x * h1.x; acc.y += wj[1].y * h1.y; acc.z += wj[1].z * h1.z; acc.w += wj[1].w * h1.w;
+      acc.x += wj[2].x * h2.x; acc.y += wj[2].y * h2.y; acc.z += wj[2].z * h2.z; acc.w += wj[2].w * h2.w;
+      acc.x += wj[3].x * xt.x; acc.y += wj[3].y * xt.y; acc.z += wj[3].z * xt.z; acc.w += wj[3].w * xt.w;
+      emit(yo, acc);
+      h0 = h1;
+      h1 = h2;
+      h2 = xt;
     };
-    float4 xs[kPipe];
-    load(a, xs);
-    for (long g = a; g < e; g += kPipe) {
-      float4 xn[kPipe];
-      load(g + kPipe, xn);
+    /* tokens [a, e) in a ring of kRing loads in flight: token i's slot takes token i + kRing's load
+     * as token i is computed (whose shuffles, for q and k heads, are a chain of latencies),
+     * so a thread always has kRing loads out.  Pointers move by a row a token and the loop tests
+     * no bounds but the loads': the index arithmetic and bound tests of the form that
+     * checked each token were half its instructions (docs/perf-prefill.md, part 16).  Two
+     * buffers of 4 (one computed, one loading) spilled at three blocks an SM. */
+    const float *xp = x + (size_t)a * cs + ch; /* the next load's row; read only where live */
+    float *yp = y + (size_t)a * cs + ch;       /* the next output's row */
+    int n = (int)(e - a);                      /* tokens left */
+    float4 xs[kRing];
 #pragma unroll
-      for (unsigned i = 0; i < kPipe; i++) {
-        if (g + i >= e) break;
-        float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
-        acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
-        acc.x += wj[1].x * h1.x; acc.y += wj[1].y * h1.y; acc.z += wj[1].z * h1.z; acc.w += wj[1].w * h1.w;
-        acc.x += wj[2].x * h2.x; acc.y += wj[2].y * h2.y; acc.z += wj[2].z * h2.z; acc.w += wj[2].w * h2.w;
-        acc.x += wj[3].x * xs[i].x; acc.y += wj[3].y * xs[i].y; acc.z += wj[3].z * xs[i].z; acc.w += wj[3].w * xs[i].w;
-        emit(g + i, acc);
-        h0 = h1;
-        h1 = h2;
-        h2 = xs[i];
+    for (int i = 0; i < (int)kRing; i++, xp += cs) xs[i] = live && i < n ? ld4(xp) : f4(0.0f);
+    for (; n >= (int)kRing; n -= (int)kRing) {
+#pragma unroll
+      for (int i = 0; i < (int)kRing; i++, xp += cs, yp += cs) {
+        const float4 xt = xs[i];
+        xs[i] = live && i + (int)kRing < n ? ld4(xp) : f4(0.0f);
+        step(xt, yp);
       }
-#pragma unroll
-      for (unsigned i = 0; i < kPipe; i++) xs[i] = xn[i];
     }
-  } else {
+#pragma unroll
+    for (int i = 0; i + 1 < (int)kRing; i++, yp += cs)
+      if (i < n) step(xs[i], yp);
+    return;
+  }
+  {
     for (long t = a; t < e; t++) {
       float4 acc = f4(0.0f);
       for (unsigned j = 0; j < kw; j++) {
@@ -256,29 +302,25 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
         acc.z += wt(2, j) * v.z;
         acc.w += wt(3, j) * v.w;
       }
-      emit(t, acc);
+      emit(y + (size_t)t * cs + ch, acc);
     }
   }
-  if (!own || !st || !live) return;
-  /* as conv_span: ascending order only reads the old entries at or after the one written */
-  for (long i = 0; i < hist; i++) {
-    const float4 v = window(t1 - hist + i);
-    st[i] = v.x, st[hist + i] = v.y, st[2 * hist + i] = v.z, st[3 * hist + i] = v.w;
-  }
+  write_state();
 }
+
 }  // namespace
 
 /* conv1d_prefill_tiled on 4 channels a thread (1024 a block, 16-byte accesses), with the
- * l2norm of the q and k heads applied to each output before it is stored: a head of dk
- * channels is dk/4 consecutive lanes of one warp (dk a power of two, 4..128), which add
- * their squares with xor shuffles inside their group (for dk = 128 the order of
- * l2norm_qk_rows) and scale.  Its SiLU is silu_fast (a few ulp from the tiled kernel's
- * silu_f): with the accurate expf and division its instructions took 74 % of the issue slots
- * at 4096 tokens on the H200; 90 -> 77 us there, 304 -> 282 us at 16384 (docs/perf-prefill.md,
- * part 8).  The q and k heads are written once, already normalised, and never read back.
- * Three blocks an SM (80 registers): on the H200 at 16384 tokens 303 us against 334-340 with
- * two.  A block takes its share of the tokens, not 64 of them, so that the ops can make whole
- * waves of blocks (at 4096 tokens 512 blocks of 64 ran 1.3 waves in the time of two). */
+ * l2norm of the q and k heads (qk_norm) applied to each output before it is stored.  Its
+ * SiLU is silu_fast (a few ulp from the tiled kernel's silu_f): with the accurate expf and
+ * division its instructions took 74 % of the issue slots at 4096 tokens on the H200; 90 -> 77
+ * us there, 304 -> 282 us at 16384 (docs/perf-prefill.md, part 8).  The q and k heads are
+ * written once, already normalised, and never read back.  Three blocks an SM (80 registers;
+ * ptxas spills 52 bytes, all outside the token loop): on the H200 at 16384 tokens 303 us
+ * against 334-340 with two (part 5); since part 16, two blocks with deeper rings are within
+ * 1-2 % of three.  A block takes its share of the tokens, not 64 of them, so that the ops can
+ * make whole waves of blocks (at 4096 tokens 512 blocks of 64 ran 1.3 waves in the time of
+ * two). */
 extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
 conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
                       float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
@@ -287,23 +329,15 @@ conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const 
   if (s == 0 || kw == 0 || c % kV != 0 || dk < kV || dk > 32u * kV || (dk & (dk - 1u)) != 0 || !aligned16(x) ||
       !aligned16(y))
     return;
-  const unsigned ch = (blockIdx.x * kL2ConvBlock + threadIdx.x) * kV, group = dk / kV;
+  const unsigned ch = (blockIdx.x * kL2ConvBlock + threadIdx.x) * kV;
   const bool live = ch < c;
   const size_t qk_end = 2 * (size_t)nk * dk;
   const bool qk = ch < qk_end; /* uniform over a head's group of lanes */
-  const float scale_q = 1.0f / sqrtf((float)dk);
-  /* a warp of value channels only skips the shuffles (330 -> 321 us at 16384 tokens alone;
-   * 303 with the double buffer) */
-  const bool warp_qk = __any_sync(0xffffffffu, qk);
-  auto norm = [&](long, float4 v) {
-    if (!warp_qk) return v;
-    float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    for (unsigned off = group / 2; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, group);
-    if (!qk) return v;
-    float sc = 1.0f / sqrtf(ss + 1e-6f);
-    if (ch < (size_t)nk * dk) sc *= scale_q;
-    return make_float4(v.x * sc, v.y * sc, v.z * sc, v.w * sc);
-  };
+  qk_norm norm;
+  norm.g = dk / kV;
+  norm.qk = qk;
+  norm.warp_qk = __any_sync(0xffffffffu, qk); /* skipping: 330 -> 321 us at 16384 tokens (part 5) */
+  norm.sc_extra = ch < (size_t)nk * dk ? 1.0f / sqrtf((float)dk) : 1.0f;
   /* tokens [by T / G, (by + 1) T / G) of the G = gridDim.y blocks along y (T = cu_seqlens[s]) */
   const long T = cu_seqlens[s] > 0 ? cu_seqlens[s] : 0, G = gridDim.y, hist = (long)kw - 1;
   const long a = (long)((uint64_t)blockIdx.y * (uint64_t)T / (uint64_t)G),

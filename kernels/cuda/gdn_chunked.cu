@@ -122,13 +122,6 @@ __device__ __forceinline__ uint32_t f16x2_rn(float x0, float x1) {
   return r;
 }
 
-/* 2^x by one MUFU.EX2, results below 2^-126 flushed to zero */
-__device__ __forceinline__ float ex2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 __device__ __forceinline__ void prefetch_l2(const void *ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
 }
