@@ -229,7 +229,7 @@ __device__ __forceinline__ uint4 load_stream16(const bf16 *p) {
 /* ---- scalar functions, as the CPU reference writes them --------------------------- */
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
-/* 2^x by one MUFU.EX2, results below 2^-126 flushed to zero */
+/* 2^x by one MUFU.EX2, results below 2^-126 flushed to zero (HIP: exp2f, which keeps them) */
 __device__ __forceinline__ float ex2_ftz(float x) {
 #if defined(__HIPCC__)
   return exp2f(x);
@@ -242,8 +242,8 @@ __device__ __forceinline__ float ex2_ftz(float x) {
 /* silu by the fast exp and division (MUFU ex2 and rcp: a few ulp from silu_f; x below about
  * -87 gives 0): for kernels that make one a value and are bound by issue slots.  The exp is
  * __expf's (ex2 of x log2(e), the product rounded the same way) without its range fix for
- * results below 2^-126: those flush to zero here, and 1 + e is 1 either way, so the values
- * are __expf's to the bit in 3 fewer instructions (docs/perf-prefill.md, part 16). */
+ * results below 2^-126: those flush to zero here, and 1 + e is 1 either way, so on CUDA the
+ * values are __expf's to the bit in 3 fewer instructions (docs/perf-prefill.md, part 16). */
 __device__ __forceinline__ float silu_fast(float x) {
   return __fdividef(x, 1.0f + ex2_ftz(-x * 1.44269504088896341f));
 }
