@@ -247,52 +247,7 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
     const float4 v = norm(make_float4(silu_fast(acc.x), silu_fast(acc.y), silu_fast(acc.z), silu_fast(acc.w)));
     if (live) *reinterpret_cast<float4 *>(yo) = v; /* f32 out, not rounded */
   };
-  if (kw == 4) {
-    float4 wj[4];
-#pragma unroll
-    for (unsigned j = 0; j < 4; j++) wj[j] = make_float4(wt(0, j), wt(1, j), wt(2, j), wt(3, j));
-    float4 h0 = window(a - 3), h1 = window(a - 2), h2 = window(a - 1);
-    /* the new state now: the old one has been read (only h0..h2 read it), and the loop
-     * below then holds no registers for the state's pointer and span */
-    write_state();
-    /* one token: its output from the window h0 h1 h2 xt, the window moved on by one */
-    auto step = [&](const float4 &xt, float *yo) {
-      float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
-      acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
-      acc.x += wj[1].x * h1.x; acc.y += wj[1].y * h1.y; acc.z += wj[1].z * h1.z; acc.w += wj[1].w * h1.w;
-      acc.x += wj[2].x * h2.x; acc.y += wj[2].y * h2.y; acc.z += wj[2].z * h2.z; acc.w += wj[2].w * h2.w;
-      acc.x += wj[3].x * xt.x; acc.y += wj[3].y * xt.y; acc.z += wj[3].z * xt.z; acc.w += wj[3].w * xt.w;
-      emit(yo, acc);
-      h0 = h1;
-      h1 = h2;
-      h2 = xt;
-    };
-    /* tokens [a, e) in a ring of kRing loads in flight: token i's slot takes token i + kRing's load
-     * as token i is computed (whose shuffles, for q and k heads, are a chain of latencies),
-     * so a thread always has kRing loads out.  Pointers move by a row a token and the loop tests
-     * no bounds but the loads': the index arithmetic and bound tests of the form that
-     * checked each token were half its instructions (docs/perf-prefill.md, part 16).  Two
-     * buffers of 4 (one computed, one loading) spilled at three blocks an SM. */
-    const float *xp = x + (size_t)a * cs + ch; /* the next load's row; read only where live */
-    float *yp = y + (size_t)a * cs + ch;       /* the next output's row */
-    int n = (int)(e - a);                      /* tokens left */
-    float4 xs[kRing];
-#pragma unroll
-    for (int i = 0; i < (int)kRing; i++, xp += cs) xs[i] = live && i < n ? ld4(xp) : f4(0.0f);
-    for (; n >= (int)kRing; n -= (int)kRing) {
-#pragma unroll
-      for (int i = 0; i < (int)kRing; i++, xp += cs, yp += cs) {
-        const float4 xt = xs[i];
-        xs[i] = live && i + (int)kRing < n ? ld4(xp) : f4(0.0f);
-        step(xt, yp);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i + 1 < (int)kRing; i++, yp += cs)
-      if (i < n) step(xs[i], yp);
-    return;
-  }
-  {
+  if (kw != 4) { /* the general width: the window read back from memory a token */
     for (long t = a; t < e; t++) {
       float4 acc = f4(0.0f);
       for (unsigned j = 0; j < kw; j++) {
@@ -304,8 +259,51 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
       }
       emit(y + (size_t)t * cs + ch, acc);
     }
+    write_state();
+    return;
   }
+  float4 wj[4];
+#pragma unroll
+  for (unsigned j = 0; j < 4; j++) wj[j] = make_float4(wt(0, j), wt(1, j), wt(2, j), wt(3, j));
+  float4 h0 = window(a - 3), h1 = window(a - 2), h2 = window(a - 1);
+  /* the new state now: the old one has been read (only h0..h2 read it), and the loop
+   * below then holds no registers for the state's pointer and span */
   write_state();
+  /* one token: its output from the window h0 h1 h2 xt, the window moved on by one */
+  auto step = [&](const float4 &xt, float *yo) {
+    float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
+    acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
+    acc.x += wj[1].x * h1.x; acc.y += wj[1].y * h1.y; acc.z += wj[1].z * h1.z; acc.w += wj[1].w * h1.w;
+    acc.x += wj[2].x * h2.x; acc.y += wj[2].y * h2.y; acc.z += wj[2].z * h2.z; acc.w += wj[2].w * h2.w;
+    acc.x += wj[3].x * xt.x; acc.y += wj[3].y * xt.y; acc.z += wj[3].z * xt.z; acc.w += wj[3].w * xt.w;
+    emit(yo, acc);
+    h0 = h1;
+    h1 = h2;
+    h2 = xt;
+  };
+  /* tokens [a, e) in a ring of kRing loads in flight: token i's slot takes token i + kRing's load
+   * as token i is computed (whose shuffles, for q and k heads, are a chain of latencies),
+   * so a thread always has kRing loads out.  Pointers move by a row a token and the loop tests
+   * no bounds but the loads': the index arithmetic and bound tests of the form that
+   * checked each token were half its instructions (docs/perf-prefill.md, part 16).  Two
+   * buffers of 4 (one computed, one loading) spilled at three blocks an SM. */
+  const float *xp = x + (size_t)a * cs + ch; /* the next load's row; read only where live */
+  float *yp = y + (size_t)a * cs + ch;       /* the next output's row */
+  int n = (int)(e - a);                      /* tokens left */
+  float4 xs[kRing];
+#pragma unroll
+  for (int i = 0; i < (int)kRing; i++, xp += cs) xs[i] = live && i < n ? ld4(xp) : f4(0.0f);
+  for (; n >= (int)kRing; n -= (int)kRing) {
+#pragma unroll
+    for (int i = 0; i < (int)kRing; i++, xp += cs, yp += cs) {
+      const float4 xt = xs[i];
+      xs[i] = live && i + (int)kRing < n ? ld4(xp) : f4(0.0f);
+      step(xt, yp);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i + 1 < (int)kRing; i++, yp += cs)
+    if (i < n) step(xs[i], yp);
 }
 
 }  // namespace
