@@ -23,7 +23,7 @@ typedef struct metrale_backend_report {
   int score;
   char reason[512];      /* why not available, or the device name when it is */
   char module_path[512]; /* the module file that was tried, "" for built-in */
-  char targets[8192];    /* the module's describe() text, "" if none */
+  char targets[16384];   /* the module's describe() text, "" if none (HIP's three targets: 8.0 KB) */
 } metrale_backend_report;
 
 /* The backends the registry knows: metrale_backend_name(i) for i < metrale_backend_count()
