@@ -81,6 +81,10 @@ void mt_bf16_to_double(double *out, const metrale_bf16 *x, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = mt_bf(x[i]);
 }
 
+void mt_f16_to_double(double *out, const uint16_t *x, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = (double)metrale_f16_to_f32(x[i]);
+}
+
 void mt_f32_to_double(double *out, const float *x, size_t n) {
   for (size_t i = 0; i < n; i++) out[i] = (double)x[i];
 }
@@ -89,6 +93,15 @@ double mt_nmse_bf16(const metrale_bf16 *a, const double *b, size_t n, size_t *ou
   double *w = malloc((n ? n : 1) * sizeof *w);
   if (!w) return NAN;
   mt_bf16_to_double(w, a, n);
+  double r = mt_nmse(w, b, n, out_nonfinite);
+  free(w);
+  return r;
+}
+
+double mt_nmse_f16(const uint16_t *a, const double *b, size_t n, size_t *out_nonfinite) {
+  double *w = malloc((n ? n : 1) * sizeof *w);
+  if (!w) return NAN;
+  mt_f16_to_double(w, a, n);
   double r = mt_nmse(w, b, n, out_nonfinite);
   free(w);
   return r;

@@ -41,13 +41,15 @@ double mt_nmse(const double *a, const double *b, size_t n, size_t *out_nonfinite
 /* Same with the denominator sum(scale^2) where scale is given (NULL: b), for values that are
  * sums whose terms can cancel (the scale being the terms' magnitudes). */
 double mt_nmse_scaled(const double *a, const double *b, const double *scale, size_t n, size_t *out_nonfinite);
-/* Same, with a in bf16 or f32 storage. */
+/* Same, with a in bf16, IEEE half or f32 storage. */
 double mt_nmse_bf16(const metrale_bf16 *a, const double *b, size_t n, size_t *out_nonfinite);
+double mt_nmse_f16(const uint16_t *a, const double *b, size_t n, size_t *out_nonfinite);
 double mt_nmse_f32(const float *a, const double *b, size_t n, size_t *out_nonfinite);
 double mt_nmse_f32_scaled(const float *a, const double *b, const double *scale, size_t n, size_t *out_nonfinite);
 
 /* Widens storage to doubles (for comparing two backends' results). */
 void mt_bf16_to_double(double *out, const metrale_bf16 *x, size_t n);
+void mt_f16_to_double(double *out, const uint16_t *x, size_t n);
 void mt_f32_to_double(double *out, const float *x, size_t n);
 
 /* ---- guarded device buffers --------------------------------------------------------- */

@@ -11,7 +11,7 @@ void *cf_alloc(size_t count, size_t size) {
   return p;
 }
 
-static size_t type_size(cf_type t) { return t == CF_BF16 ? 2 : 4; }
+static size_t type_size(cf_type t) { return t == CF_BF16 || t == CF_F16 ? 2 : 4; }
 
 void cf_open(cf_ctx *ctx) {
   memset(ctx, 0, sizeof *ctx);
@@ -132,7 +132,7 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
     results[i] = cf_alloc(bytes ? bytes : 1, 1);
     CF_CHECK_STATUS(ctx, mt_buffer_alloc(be, bytes, b->guard, &bufs[i]), label);
     if (b->dir == CF_OUT || b->dir == CF_SCRATCH) {
-      memset(results[i], 0xff, bytes); /* NaN in bf16/f32, -1 in i32: unwritten shows */
+      memset(results[i], 0xff, bytes); /* NaN in bf16/f16/f32, -1 in i32: unwritten shows */
       CF_CHECK_STATUS(ctx, mt_upload(be, &bufs[i], results[i]), label);
     } else {
       CF_CHECK_STATUS(ctx, mt_upload(be, &bufs[i], b->init), label);
@@ -195,12 +195,16 @@ static void compare_with_oracle(cf_ctx *ctx, cf_buf *b, const void *oracle) {
   double *ref = cf_alloc(n, sizeof *ref);
   if (b->type == CF_BF16)
     mt_bf16_to_double(ref, oracle, n);
+  else if (b->type == CF_F16)
+    mt_f16_to_double(ref, oracle, n);
   else
     mt_f32_to_double(ref, oracle, n);
   char what[96];
   snprintf(what, sizeof what, "%s vs cpu oracle", b->name);
   if (b->type == CF_BF16)
     cf_check_bf16(ctx, what, b->result, ref, n, b->oracle_tol);
+  else if (b->type == CF_F16)
+    cf_check_f16(ctx, what, b->result, ref, n, b->oracle_tol);
   else
     cf_check_f32_scaled(ctx, what, b->result, ref, b->scale, n, b->oracle_tol);
   free(ref);
@@ -241,6 +245,15 @@ void cf_check_bf16(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const
                    size_t n, double tol) {
   size_t bad = 0;
   double e = mt_nmse_bf16(got, ref, n, &bad);
+  log_nmse(ctx, what, e, tol);
+  CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
+  CF_EXPECT(ctx, e <= tol, "%s: NMSE %.3g > %.3g over %zu values", what, e, tol, n);
+}
+
+void cf_check_f16(cf_ctx *ctx, const char *what, const uint16_t *got, const double *ref, size_t n,
+                  double tol) {
+  size_t bad = 0;
+  double e = mt_nmse_f16(got, ref, n, &bad);
   log_nmse(ctx, what, e, tol);
   CF_EXPECT(ctx, bad == 0, "%s: %zu of %zu values are NaN/inf", what, bad, n);
   CF_EXPECT(ctx, e <= tol, "%s: NMSE %.3g > %.3g over %zu values", what, e, tol, n);

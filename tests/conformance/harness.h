@@ -18,7 +18,9 @@
 
 #define CF_MAX_BUF 12
 
-typedef enum cf_type { CF_BF16 = 1, CF_F32, CF_I32 } cf_type;
+/* CF_F16: IEEE half storage (uint16_t), compared with the oracle like CF_BF16 (NMSE after
+ * widening, or bit-exact when oracle_tol is 0). */
+typedef enum cf_type { CF_BF16 = 1, CF_F32, CF_I32, CF_F16 } cf_type;
 /* CF_SCRATCH: device scratch a launch may use freely (starts as all 0xff bytes, its
  * contents are never compared). */
 typedef enum cf_dir { CF_IN = 1, CF_OUT, CF_INOUT, CF_SCRATCH } cf_dir;
@@ -88,6 +90,9 @@ int cf_run(cf_ctx *ctx, cf_launch *l, gpu_kernel kernel);
 /* Result checks against the test's own reference. */
 void cf_check_bf16(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const double *ref,
                    size_t n, double tol);
+/* As cf_check_bf16, for IEEE half values (widened exactly with metrale_f16_to_f32). */
+void cf_check_f16(cf_ctx *ctx, const char *what, const uint16_t *got, const double *ref, size_t n,
+                  double tol);
 /* As cf_check_f32, with the error taken against per-value scales instead of the values
  * (mt_nmse_scaled; scale NULL: cf_check_f32).  For sums whose terms can cancel (a value near
  * zero made of terms of size 1 carries their f32 rounding, not its own): scale = the sum of
@@ -108,6 +113,7 @@ void cf_check_bf16_nearest(cf_ctx *ctx, const char *what, const metrale_bf16 *go
 static inline metrale_bf16 *cf_bf16(cf_launch *l, int b) {
   return (metrale_bf16 *)l->buf[b].result;
 }
+static inline uint16_t *cf_f16(cf_launch *l, int b) { return (uint16_t *)l->buf[b].result; }
 static inline float *cf_f32(cf_launch *l, int b) { return (float *)l->buf[b].result; }
 static inline int32_t *cf_i32(cf_launch *l, int b) { return (int32_t *)l->buf[b].result; }
 
