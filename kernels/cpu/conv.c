@@ -6,6 +6,8 @@
 #include "cpu_kernels.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Entry i of a channel's window: the K-1 state values (zeros for padding), then the
  * sequence's inputs x[token, ch] (x points at the first token's row [C]). */
@@ -90,4 +92,22 @@ metrale_status cpu_k_conv1d_prefill_l2norm(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(cpu_k_conv1d_prefill(args));
   cpu_l2norm_qk(cpu_arg_p(args, 0), s ? (uint32_t)cu[s] : 0u, nk, dk, c);
   return METRALE_OK;
+}
+
+/* conv1d_prefill_l2norm on x IEEE half [T, C]: the halves widened (exactly) into an f32 copy,
+ * then the same op. */
+metrale_status cpu_k_conv1d_prefill_l2norm_xh(const gpu_arg *args) {
+  const uint32_t s = cpu_arg_u(args, 6), c = cpu_arg_u(args, 7);
+  const int32_t *cu = cpu_arg_p(args, 4);
+  const size_t n = (size_t)(s && cu[s] > 0 ? (uint32_t)cu[s] : 0u) * c;
+  const uint16_t *xh = cpu_arg_p(args, 1);
+  float *xf = malloc((n ? n : 1) * sizeof *xf);
+  if (!xf) return METRALE_ERROR(OUT_OF_MEMORY, "conv1d_prefill_l2norm_xh: f32 copy of x [%zu values]", n);
+  for (size_t i = 0; i < n; i++) xf[i] = metrale_f16_to_f32(xh[i]);
+  gpu_arg a[11];
+  memcpy(a, args, sizeof a);
+  a[1].v.ptr = (uint64_t)(uintptr_t)xf;
+  const metrale_status st = cpu_k_conv1d_prefill_l2norm(a);
+  free(xf);
+  return st;
 }

@@ -358,3 +358,27 @@ metrale_status cpu_k_gemm_f16_ws_cols3(const gpu_arg *args) {
   return gemm_f16_cols(y, n, cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_u(args, 5), cpu_arg_u(args, 9),
                        "gemm_f16_ws_cols3");
 }
+
+/* gemm_f16_ws_cols3q: as gemm_f16_ws_cols3 with y0 IEEE half, each f32 sum rounded to nearest
+ * even and saturated at +-65504 (NaN kept): the sums go to an f32 copy first. */
+metrale_status cpu_k_gemm_f16_ws_cols3q(const gpu_arg *args) {
+  const uint32_t m = cpu_arg_u(args, 5), n[3] = {cpu_arg_u(args, 6), cpu_arg_u(args, 7), cpu_arg_u(args, 8)};
+  uint16_t *h = cpu_arg_p(args, 0);
+  if (n[0] % 2 || n[1] % 2 || (((uintptr_t)h | (uintptr_t)cpu_arg_p(args, 1) | (uintptr_t)cpu_arg_p(args, 2)) & 7u) ||
+      (uint64_t)n[0] + n[1] + n[2] > UINT32_MAX)
+    return METRALE_ERROR(INVALID_ARGUMENT, "gemm_f16_ws_cols3q: needs n0 and n1 even (n0 = %u, n1 = %u), "
+                         "n0 + n1 + n2 < 2^32 (n2 = %u) and 8-byte aligned y0, y1, y2", n[0], n[1], n[2]);
+  const size_t n0 = (size_t)m * n[0];
+  float *y0 = malloc(n0 * sizeof *y0 + sizeof *y0);
+  if (!y0) return METRALE_ERROR(OUT_OF_MEMORY, "gemm_f16_ws_cols3q: f32 copy of y0 [%u, %u]", m, n[0]);
+  float *const y[3] = {y0, cpu_arg_p(args, 1), cpu_arg_p(args, 2)};
+  metrale_status s = gemm_f16_cols(y, n, cpu_arg_p(args, 3), cpu_arg_p(args, 4), m, cpu_arg_u(args, 9),
+                                   "gemm_f16_ws_cols3q");
+  if (s == METRALE_OK)
+    for (size_t i = 0; i < n0; i++) {
+      const float v = y0[i];
+      h[i] = metrale_f32_to_f16(isnan(v) ? v : v > 65504.0f ? 65504.0f : v < -65504.0f ? -65504.0f : v);
+    }
+  free(y0);
+  return s;
+}

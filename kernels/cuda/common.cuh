@@ -178,6 +178,31 @@ __device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
   return (uint16_t)(sign | q);
 }
 
+/* Two IEEE halves (element 0 the low half of w) as f32, exactly (infinities and NaN kept): two
+ * cvt on NVIDIA, elsewhere integer steps. */
+__device__ __forceinline__ float f16_bits_to_f32(uint32_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, a = h & 0x7fffu;
+  float f;
+  if (a >= 0x7c00u)
+    f = __uint_as_float(0x7f800000u | ((a & 0x3ffu) << 13)); /* infinity, NaN with its payload */
+  else if (a >= 0x0400u)
+    f = __uint_as_float((a << 13) + 0x38000000u); /* normal: the exponent's bias 15 -> 127 */
+  else
+    f = (float)a * 5.9604644775390625e-8f; /* subnormal: a * 2^-24 */
+  return __uint_as_float(__float_as_uint(f) | sign);
+}
+__device__ __forceinline__ float2 f16x2_to_f32(uint32_t w) {
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  float lo, hi;
+  asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(w));
+  return make_float2(lo, hi);
+#else
+  return make_float2(f16_bits_to_f32(w & 0xffffu), f16_bits_to_f32(w >> 16));
+#endif
+}
+
 /* The value a bf16 store and reload would give. */
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 

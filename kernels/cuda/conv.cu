@@ -181,13 +181,25 @@ MK_CHECK(conv1d_prefill_tiled, conv);
 namespace {
 constexpr unsigned kV = 4;                                     /* channels a thread of conv1d_prefill_l2norm */
 constexpr unsigned kL2ConvBlock = mk_block("conv1d_prefill_l2norm"); /* threads */
-static_assert(kV * kL2ConvBlock == 1024u, "kernels.def: 1024 channels a block");
+static_assert(kV * kL2ConvBlock == 1024u && mk_block("conv1d_prefill_l2norm_xh") == kL2ConvBlock,
+              "kernels.def: 1024 channels a block, both forms");
 /* tokens a thread has loads out for: 4 at three blocks an SM (80 registers); 6 and 8 at two
  * blocks an SM (103 and 118) were no faster at 4096 tokens and 1-2 % at 16384 (part 16) */
 constexpr unsigned kRing = 4;
 
 __device__ __forceinline__ float4 f4(float v) { return make_float4(v, v, v, v); }
-__device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+/* A thread's 4 channels of x at one token as loaded (raw: 16 bytes of f32, or 8 bytes of IEEE
+ * halves for conv1d_prefill_l2norm_xh), and as f32 (widen: exact).  The token loop's ring holds
+ * raw loads and widens them where they are used, so that no conversion waits on a load. */
+__device__ __forceinline__ float4 ld_raw(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ __forceinline__ uint2 ld_raw(const uint16_t *p) { return *reinterpret_cast<const uint2 *>(p); }
+__device__ __forceinline__ float4 widen(const float4 &v) { return v; }
+__device__ __forceinline__ float4 widen(const uint2 &v) {
+  const float2 a = f16x2_to_f32(v.x), b = f16x2_to_f32(v.y);
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+template <typename R> __device__ __forceinline__ R raw_zero() { return R{}; }
+template <typename X> __device__ __forceinline__ float4 ld4(const X *p) { return widen(ld_raw(p)); }
 
 /* The l2norm of a q or k head on the way out: a head of dk channels is g = dk/4 consecutive
  * lanes of one warp, which add their squares with xor shuffles inside their group (for dk =
@@ -214,18 +226,19 @@ struct qk_norm {
   }
 };
 
-/* conv_span on the 4 channels ch..ch+3 of this thread (16-byte loads and stores of x and y;
- * the state, [K-1] a channel, element by element), each channel's sums in conv_span's order.
+/* conv_span on the 4 channels ch..ch+3 of this thread (16-byte loads and stores of x and y, or
+ * 8-byte loads where X is uint16_t: x in IEEE half, widened exactly; the state, [K-1] f32 a
+ * channel, element by element), each channel's sums in conv_span's order.
  * Every output goes through norm(v) before it is stored; the block's threads walk the same
  * tokens in the same order (the spans are the block's), so norm may shuffle across a warp.
  * live: the channels exist (ch < C); a thread past C runs the loop for the shuffles and
  * touches no memory. */
-template <typename Norm>
-__device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
+template <typename X, typename Norm>
+__device__ void conv_span4(float *__restrict__ y, const X *__restrict__ x, const bf16 *__restrict__ w,
                            float *__restrict__ st, long t0, long t1, long a, long e, bool own, unsigned c,
                            unsigned ch, unsigned kw, bool live, const Norm &norm) {
   const long hist = (long)kw - 1;
-  const size_t cs = c; /* floats a token */
+  const size_t cs = c; /* elements a token */
   auto window = [&](long u) -> float4 { /* entry of token u, as conv_span's */
     if (!live) return f4(0.0f);
     if (u >= t0) return ld4(x + (size_t)u * cs + ch);
@@ -287,45 +300,38 @@ __device__ void conv_span4(float *__restrict__ y, const float *__restrict__ x, c
    * no bounds but the loads': the index arithmetic and bound tests of the form that
    * checked each token were half its instructions (docs/perf-prefill.md, part 16).  Two
    * buffers of 4 (one computed, one loading) spilled at three blocks an SM. */
-  const float *xp = x + (size_t)a * cs + ch; /* the next load's row; read only where live */
+  const X *xp = x + (size_t)a * cs + ch;     /* the next load's row; read only where live */
   float *yp = y + (size_t)a * cs + ch;       /* the next output's row */
   int n = (int)(e - a);                      /* tokens left */
-  float4 xs[kRing];
+  using R = decltype(ld_raw(xp));
+  R xs[kRing];
 #pragma unroll
-  for (int i = 0; i < (int)kRing; i++, xp += cs) xs[i] = live && i < n ? ld4(xp) : f4(0.0f);
+  for (int i = 0; i < (int)kRing; i++, xp += cs) xs[i] = live && i < n ? ld_raw(xp) : raw_zero<R>();
   for (; n >= (int)kRing; n -= (int)kRing) {
 #pragma unroll
     for (int i = 0; i < (int)kRing; i++, xp += cs, yp += cs) {
-      const float4 xt = xs[i];
-      xs[i] = live && i + (int)kRing < n ? ld4(xp) : f4(0.0f);
+      const float4 xt = widen(xs[i]);
+      xs[i] = live && i + (int)kRing < n ? ld_raw(xp) : raw_zero<R>();
       step(xt, yp);
     }
   }
 #pragma unroll
   for (int i = 0; i + 1 < (int)kRing; i++, yp += cs)
-    if (i < n) step(xs[i], yp);
+    if (i < n) step(widen(xs[i]), yp);
 }
 
 }  // namespace
 
-/* conv1d_prefill_tiled on 4 channels a thread (1024 a block, 16-byte accesses), with the
- * l2norm of the q and k heads (qk_norm) applied to each output before it is stored.  Its
- * SiLU is silu_fast (a few ulp from the tiled kernel's silu_f): with the accurate expf and
- * division its instructions took 74 % of the issue slots at 4096 tokens on the H200; 90 -> 77
- * us there, 304 -> 282 us at 16384 (docs/perf-prefill.md, part 8).  The q and k heads are
- * written once, already normalised, and never read back.  Three blocks an SM (80 registers;
- * ptxas spills 52 bytes, all outside the token loop): on the H200 at 16384 tokens 303 us
- * against 334-340 with two (part 5); since part 16, two blocks with deeper rings are within
- * 1-2 % of three.  A block takes its share of the tokens, not 64 of them, so that the ops can
- * make whole waves of blocks (at 4096 tokens 512 blocks of 64 ran 1.3 waves in the time of
- * two). */
-extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
-conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
-                      float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
-                      unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
+namespace {
+/* conv1d_prefill_l2norm's body on x of element type X (f32, or IEEE half for _xh) */
+template <typename X>
+__device__ __forceinline__ void conv_l2norm_body(float *__restrict__ y, const X *__restrict__ x,
+                                                 const bf16 *__restrict__ w, float *__restrict__ state,
+                                                 const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                                                 unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
   /* shapes the launch rules reject (kernels/cuda/launch_rules.c): do nothing, uniformly */
-  if (s == 0 || kw == 0 || c % kV != 0 || dk < kV || dk > 32u * kV || (dk & (dk - 1u)) != 0 || !aligned16(x) ||
-      !aligned16(y))
+  if (s == 0 || kw == 0 || c % kV != 0 || dk < kV || dk > 32u * kV || (dk & (dk - 1u)) != 0 ||
+      (sizeof(X) == 4 ? !aligned16(x) : (uintptr_t)x % 8u != 0) || !aligned16(y))
     return;
   const unsigned ch = (blockIdx.x * kL2ConvBlock + threadIdx.x) * kV;
   const bool live = ch < c;
@@ -346,7 +352,37 @@ conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const 
     conv_span4(y, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
   });
 }
+}  // namespace
+
+/* conv1d_prefill_tiled on 4 channels a thread (1024 a block, 16-byte accesses), with the
+ * l2norm of the q and k heads (qk_norm) applied to each output before it is stored.  Its
+ * SiLU is silu_fast (a few ulp from the tiled kernel's silu_f): with the accurate expf and
+ * division its instructions took 74 % of the issue slots at 4096 tokens on the H200; 90 -> 77
+ * us there, 304 -> 282 us at 16384 (docs/perf-prefill.md, part 8).  The q and k heads are
+ * written once, already normalised, and never read back.  Three blocks an SM (80 registers;
+ * ptxas spills 52 bytes, all outside the token loop): on the H200 at 16384 tokens 303 us
+ * against 334-340 with two (part 5); since part 16, two blocks with deeper rings are within
+ * 1-2 % of three.  A block takes its share of the tokens, not 64 of them, so that the ops can
+ * make whole waves of blocks (at 4096 tokens 512 blocks of 64 ran 1.3 waves in the time of
+ * two). */
+extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 3)
+conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
+                      float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                      unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
+  conv_l2norm_body(y, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
+}
 MK_CHECK(conv1d_prefill_l2norm, conv);
+
+/* conv1d_prefill_l2norm on mixed in IEEE half (gemm_f16_ws_cols3q's y0): each thread's 4 channels
+ * of a token one 8-byte load, widened exactly; the same sums, state and outputs as on the f32
+ * values of those halves.  At 4096 tokens its loads are 67 MB where the f32 form's are 134. */
+extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm_xh"), 3)
+conv1d_prefill_l2norm_xh(float *__restrict__ y, const uint16_t *__restrict__ x, const bf16 *__restrict__ w,
+                         float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                         unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
+  conv_l2norm_body(y, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
+}
+MK_CHECK(conv1d_prefill_l2norm_xh, conv);
 
 MK_KERNEL(conv1d_update)(float *__restrict__ y, const float *__restrict__ x,
                          const bf16 *__restrict__ w, float *__restrict__ state,

@@ -836,6 +836,20 @@ static_assert(mk_block("gemm_f16_ws_cols3") == ws::THREADS &&
                       1024u + kColsStages * ws::ring<bf16, kColsStages, 128, 256>::STAGE + ws::out_bytes(kColsBoxes),
               "kernels.def: the block, its ring and the output boxes (ws::out_boxes)");
 
+/* gemm_f16_ws_cols3 with y0 (the mixed q|k|v, the conv's input) in IEEE half: its stores and
+ * conv1d_prefill_l2norm_xh's loads take half the bytes (kernels.def) */
+MK_KERNEL_WS_PAIR(gemm_f16_ws_cols3q)(uint16_t *y0, float *y1, float *y2, const bf16 *x, const bf16 *w, unsigned m,
+                                      unsigned n0, unsigned n1, unsigned n2, unsigned k) {
+  const ws::cols3q y = {y0, y1, y2, n0, n1, n2};
+  ws::gemm_tile_ws<bf16, true, kColsStages, true, 1, 256, 128, true, kPairF16C3, kColsGroupM, kColsBoxes>(
+      y, x, w, m, n0 + n1 + n2, k);
+}
+MK_CHECK(gemm_f16_ws_cols3q, gemm);
+static_assert(mk_block("gemm_f16_ws_cols3q") == ws::THREADS &&
+                  mk_shared("gemm_f16_ws_cols3q") == mk_shared("gemm_f16_ws_cols3") &&
+                  mk_cluster("gemm_f16_ws_cols3q") == kPairF16C3,
+              "kernels.def: gemm_f16_ws_cols3's block, ring, boxes and clusters");
+
 /* BM x 256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
 #define MK_KERNEL_WS_SPLIT(name, XT, YT, BM, STAGES, slices)                                                 \
   extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(1, 1, slices)             \

@@ -298,24 +298,43 @@ __device__ __forceinline__ void consume(float (&acc)[part_of<BM, BN>::NACC], uin
 /* An f32 output in three column ranges (gemm_f16_ws_cols3): product columns [0, n0) go to y0
  * [M, n0], [n0, n0 + n1) to y1 [M, n1], the rest to y2 [M, n2].  n0 and n1 are even and the
  * outputs 8-byte aligned (the launch rules), so a thread's two adjacent columns never straddle
- * two outputs and go out as one 8-byte store, as store_acc's do. */
-struct cols3 {
-  float *y0, *y1, *y2;
+ * two outputs and go out as one 8-byte store, as store_acc's do.  Y0 = uint16_t
+ * (gemm_f16_ws_cols3q): y0 holds IEEE halves, each sum rounded to nearest even and saturated
+ * at +-65504 (NaN stays NaN), a pair one 4-byte store. */
+template <typename Y0> struct cols3_of {
+  Y0 *y0;
+  float *y1, *y2;
   unsigned n0, n1, n2;
 };
+using cols3 = cols3_of<float>;
+using cols3q = cols3_of<uint16_t>;
 template <typename Y> struct is_cols3 { static constexpr bool value = false; };
-template <> struct is_cols3<cols3> { static constexpr bool value = true; };
-template <unsigned NACC>
-__device__ __forceinline__ void store_acc_cols3(const cols3 &y, const float (&acc)[NACC], unsigned M, unsigned row,
-                                                unsigned n0, unsigned t) {
+template <typename Y0> struct is_cols3<cols3_of<Y0>> { static constexpr bool value = true; };
+/* two f32 as IEEE halves (lo in the low half), rounded to nearest even, finite values past
+ * half's range and infinities saturated to +-65504 */
+__device__ __forceinline__ uint32_t pack_half2_sat(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <typename Y0, unsigned NACC>
+__device__ __forceinline__ void store_acc_cols3(const cols3_of<Y0> &y, const float (&acc)[NACC], unsigned M,
+                                                unsigned row, unsigned n0, unsigned t) {
 #pragma unroll
   for (unsigned j = 0; j < NACC / 4u; j++) {
-    unsigned col = n0 + j * 8 + 2 * t, ld = y.n0;
-    float *out = y.y0;
+    unsigned col = n0 + j * 8 + 2 * t, ld = y.n1;
+    float *out = y.y1;
     if (col >= y.n0 + y.n1) {
       out = y.y2, ld = y.n2, col -= y.n0 + y.n1; /* past N: store2 writes nothing */
     } else if (col >= y.n0) {
-      out = y.y1, ld = y.n1, col -= y.n0;
+      col -= y.n0;
+    } else if constexpr (sizeof(Y0) == 2) { /* n0 even, y0 8-byte aligned: a pair is one word */
+      uint32_t *h = reinterpret_cast<uint32_t *>(y.y0);
+      if (row < M) h[((size_t)row * y.n0 + col) / 2u] = pack_half2_sat(acc[4 * j], acc[4 * j + 1]);
+      if (row + 8 < M) h[((size_t)(row + 8) * y.n0 + col) / 2u] = pack_half2_sat(acc[4 * j + 2], acc[4 * j + 3]);
+      continue;
+    } else {
+      out = y.y0, ld = y.n0;
     }
     if (row < M) store2<true>(out, ld, row, col, acc[4 * j], acc[4 * j + 1], ld % 2u == 0);
     if (row + 8 < M) store2<true>(out, ld, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], ld % 2u == 0);
@@ -345,34 +364,42 @@ struct out_boxes {
   uint32_t buf;                                  /* this warp's boxes */
   unsigned n;                                    /* boxes handed to the engine so far */
 };
-__device__ __forceinline__ bool out_boxes_ok(const cols3 &y) {
-  const float *p[3] = {y.y0, y.y1, y.y2};
+/* cols3q: y0's boxes hold 16 rows x 32 halves (64 bytes a row, template H16_K32_R16, the 64-byte
+ * swizzle: chunk c of row r at c ^ (r / 2) % 4, conflict-free for the stores below), and its
+ * rows need n0 a multiple of 8 (TMA strides are multiples of 16 bytes). */
+template <typename Y0> __device__ __forceinline__ bool out_boxes_ok(const cols3_of<Y0> &y) {
+  const void *p[3] = {y.y0, y.y1, y.y2};
   const unsigned n[3] = {y.n0, y.n1, y.n2};
   bool ok = y.n0 % OUT_COLS == 0 && y.n1 % OUT_COLS == 0;
 #pragma unroll
-  for (unsigned i = 0; i < 3; i++) ok = ok && (n[i] == 0 || (n[i] % 4u == 0 && (uintptr_t)p[i] % 16u == 0));
+  for (unsigned i = 0; i < 3; i++)
+    ok = ok && (n[i] == 0 || (n[i] % (i == 0 && sizeof(Y0) == 2 ? 8u : 4u) == 0 && (uintptr_t)p[i] % 16u == 0));
   return ok;
 }
 /* One warp: the maps of the non-empty outputs into slots 2.. of this SM, published. */
-__device__ __forceinline__ void out_maps_publish(const cols3 &y, unsigned M, unsigned char (*slot)[METRALE_TMA_BYTES]) {
+template <typename Y0>
+__device__ __forceinline__ void out_maps_publish(const cols3_of<Y0> &y, unsigned M,
+                                                 unsigned char (*slot)[METRALE_TMA_BYTES]) {
   __shared__ __align__(128) uint64_t maps[3][METRALE_TMA_BYTES / 8];
   const unsigned lane = threadIdx.x % 32u;
-  const float *p[3] = {y.y0, y.y1, y.y2};
-  const unsigned n[3] = {y.n0, y.n1, y.n2};
-  for (unsigned i = lane; i < 3u * (METRALE_TMA_BYTES / 8); i += 32u)
-    maps[i / 16u][i % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[METRALE_TMA_F32_K32_R16])[i % 16u];
+  const void *p[3] = {y.y0, y.y1, y.y2};
+  const unsigned n[3] = {y.n0, y.n1, y.n2}, eb[3] = {(unsigned)sizeof(Y0), 4u, 4u};
+  for (unsigned i = lane; i < 3u * (METRALE_TMA_BYTES / 8); i += 32u) {
+    const unsigned t = eb[i / 16u] == 2u ? METRALE_TMA_H16_K32_R16 : METRALE_TMA_F32_K32_R16;
+    maps[i / 16u][i % 16u] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[t])[i % 16u];
+  }
   __syncwarp();
   if (lane == 0)
     for (unsigned i = 0; i < 3; i++)
-      if (n[i]) sm90::tmap_set_2d(maps[i], p[i], n[i], M, (uint64_t)n[i] * 4u);
+      if (n[i]) sm90::tmap_set_2d(maps[i], p[i], n[i], M, (uint64_t)n[i] * eb[i]);
   __syncwarp();
   for (unsigned i = 0; i < 3; i++)
     if (n[i]) sm90::tmap_publish(slot[2 + i], maps[i]);
 }
 /* A consumer warp's 16 rows from row (of the product) and its NACC / 8 columns from col. */
-template <unsigned OB, unsigned NACC>
-__device__ __forceinline__ void store_acc_cols3_tma(const cols3 &y, const float (&acc)[NACC], unsigned M, unsigned row,
-                                                    unsigned col, out_boxes &ob) {
+template <unsigned OB, typename Y0, unsigned NACC>
+__device__ __forceinline__ void store_acc_cols3_tma(const cols3_of<Y0> &y, const float (&acc)[NACC], unsigned M,
+                                                    unsigned row, unsigned col, out_boxes &ob) {
   const unsigned lane = threadIdx.x % 32u, g = lane / 4u, t = lane % 4u, N = y.n0 + y.n1 + y.n2;
   if (row >= M) return; /* the warp's rows are all past M */
 #pragma unroll
@@ -389,14 +416,28 @@ __device__ __forceinline__ void store_acc_cols3_tma(const cols3 &y, const float 
       if (lane == 0) sm90::bulk_wait_read_but<OB - 1>(); /* the box this buffer held has been read */
       __syncwarp();
     }
+    if (sizeof(Y0) == 2 && o == 0) {
 #pragma unroll
-    for (unsigned jj = 0; jj < 4; jj++) {
-      const unsigned j = 4 * b + jj, cc = jj * 8 + 2 * t; /* f32_tile's swizzle: chunk cc/4 of row r at ^ r % 8 */
-      const uint32_t at = box + g * 128u + (((cc >> 2) ^ g) << 4) + (cc & 3u) * 4u;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j]), "f"(acc[4 * j + 1]) : "memory");
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at + 8u * 128u), "f"(acc[4 * j + 2]),
-                   "f"(acc[4 * j + 3])
-                   : "memory");
+      for (unsigned jj = 0; jj < 4; jj++) { /* halves: chunk jj (8 columns) of row r at jj ^ (r / 2) % 4 */
+        const unsigned j = 4 * b + jj;
+        const uint32_t at = box + g * 64u + ((jj ^ ((g >> 1) & 3u)) << 4) + t * 4u;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(pack_half2_sat(acc[4 * j], acc[4 * j + 1]))
+                     : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + 8u * 64u),
+                     "r"(pack_half2_sat(acc[4 * j + 2], acc[4 * j + 3]))
+                     : "memory");
+      }
+    } else {
+#pragma unroll
+      for (unsigned jj = 0; jj < 4; jj++) {
+        const unsigned j = 4 * b + jj, cc = jj * 8 + 2 * t; /* f32_tile's swizzle: chunk cc/4 of row r at ^ r % 8 */
+        const uint32_t at = box + g * 128u + (((cc >> 2) ^ g) << 4) + (cc & 3u) * 4u;
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[4 * j]), "f"(acc[4 * j + 1])
+                     : "memory");
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at + 8u * 128u), "f"(acc[4 * j + 2]),
+                     "f"(acc[4 * j + 3])
+                     : "memory");
+      }
     }
     fence_proxy_async(); /* this lane's writes, for the engine */
     __syncwarp();

@@ -37,13 +37,15 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   }
   if (strcmp(k, "gdn_decode_pair35") == 0 && (args[metrale_kernel_arg_index(info, "state")].v.ptr & 15u) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned state", k);
-  if (strcmp(k, "conv1d_prefill_l2norm") == 0) {
+  if (strcmp(k, "conv1d_prefill_l2norm") == 0 || strcmp(k, "conv1d_prefill_l2norm_xh") == 0) {
     uint32_t c = u32_arg(info, args, "c"), dk = u32_arg(info, args, "dk"), nk = u32_arg(info, args, "nk");
     int y = metrale_kernel_arg_index(info, "y"), x = metrale_kernel_arg_index(info, "x");
+    const uint64_t xa = strcmp(k, "conv1d_prefill_l2norm_xh") == 0 ? 7u : 15u; /* 4 halves or 4 floats */
     if (c % 4 != 0 || dk < 4 || dk > 128 || (dk & (dk - 1)) != 0 || 2 * (uint64_t)nk * dk > c ||
-        (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & 15u) != 0)
+        (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & xa) != 0)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs C %% 4 == 0 (C = %u), dk a power of two in [4, 128] "
-                           "(dk = %u), 2*nk*dk <= C (nk = %u) and 16-byte aligned x and y", k, c, dk, nk);
+                           "(dk = %u), 2*nk*dk <= C (nk = %u), a %u-byte aligned x and a 16-byte aligned y", k,
+                           c, dk, nk, (unsigned)xa + 1u);
   }
   if (has(info, "kw") && u32_arg(info, args, "kw") == 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: kw must be >= 1", k);
@@ -54,7 +56,7 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   if (strcmp(k, "moe_gate_up_silu_sorted_ws") == 0 && u32_arg(info, args, "n") % 2u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: n = %u is odd (gate rows then as many up rows)", k,
                          u32_arg(info, args, "n"));
-  if (strcmp(k, "gemm_f16_ws_cols3") == 0) {
+  if (strcmp(k, "gemm_f16_ws_cols3") == 0 || strcmp(k, "gemm_f16_ws_cols3q") == 0) {
     uint32_t n0 = u32_arg(info, args, "n0"), n1 = u32_arg(info, args, "n1"), n2 = u32_arg(info, args, "n2");
     uint64_t ys = args[metrale_kernel_arg_index(info, "y0")].v.ptr | args[metrale_kernel_arg_index(info, "y1")].v.ptr |
                   args[metrale_kernel_arg_index(info, "y2")].v.ptr;

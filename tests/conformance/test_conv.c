@@ -53,7 +53,9 @@ static void ref_l2norm(double *y, uint32_t t, uint32_t c, uint32_t nk, uint32_t 
 /* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each).
  * tiled: 1 conv1d_prefill_tiled, whose grid runs over blocks of 64 tokens; 2
  * conv1d_prefill_l2norm (1024 channels a block, T / gy tokens: gy blocks along the tokens,
- * 0 for ceil(T/64)), which also normalises the nk q and nk k heads of dk channels. */
+ * 0 for ceil(T/64)), which also normalises the nk q and nk k heads of dk channels; 3
+ * conv1d_prefill_l2norm_xh, the same on x in IEEE half (the reference takes the halves' values,
+ * and the state, which holds widened inputs, stays exact). */
 static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
                         const int32_t *cu, uint32_t n_slots, int tiled, uint32_t nk, uint32_t dk, uint32_t gy) {
   int prefill = cu != NULL;
@@ -64,6 +66,11 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   float *state = cf_alloc(ns, sizeof(float));
   int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
   mt_fill_f32(&ctx->rng, x, nx, -2, 2); /* not bf16 values: x, y and state stay f32 */
+  uint16_t *xh = NULL;
+  if (tiled == 3) { /* x in half; the reference reads the halves' values */
+    xh = cf_alloc(nx, 2);
+    for (size_t i = 0; i < nx; i++) xh[i] = metrale_f32_to_f16(x[i]), x[i] = metrale_f16_to_f32(xh[i]);
+  }
   mt_fill_bf16(&ctx->rng, w, (size_t)c * kw, -1, 1);
   mt_fill_f32(&ctx->rng, state, ns, -2, 2); /* f32 values that are not bf16: kept exactly */
   cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
@@ -74,20 +81,21 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
     ref_conv(y_ref, y_mag, state_ref, x, w, slots[s], prefill ? (uint32_t)cu[s] : s,
              prefill ? (uint32_t)cu[s + 1] : s + 1, c, kw);
 
-  if (tiled == 2) ref_l2norm(y_ref, t, c, nk, dk);
+  if (tiled >= 2) ref_l2norm(y_ref, t, c, nk, dk);
 
   cf_launch l;
-  if (tiled == 2)
-    cf_launch_init(&l, METRALE_K_conv1d_prefill_l2norm, (gpu_dim3){(c + 1023) / 1024, gy ? gy : (t + 63) / 64, 1});
+  if (tiled >= 2)
+    cf_launch_init(&l, tiled == 3 ? METRALE_K_conv1d_prefill_l2norm_xh : METRALE_K_conv1d_prefill_l2norm,
+                   (gpu_dim3){(c + 1023) / 1024, gy ? gy : (t + 63) / 64, 1});
   else if (tiled)
     cf_launch_init(&l, METRALE_K_conv1d_prefill_tiled, (gpu_dim3){(c + 255) / 256, (t + 63) / 64, 1});
   else
     cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
                    (gpu_dim3){(c + 255) / 256, nseq, 1});
   int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, nx, NULL, CF_TOL_F32);
-  const double *y_scale = tiled == 2 ? NULL : y_mag; /* the l2norm's outputs are normalised: plain NMSE */
+  const double *y_scale = tiled >= 2 ? NULL : y_mag; /* the l2norm's outputs are normalised: plain NMSE */
   l.buf[by].scale = y_scale;
-  int bx = cf_buf_add(&l, "x", CF_F32, CF_IN, nx, x, 0);
+  int bx = xh ? cf_buf_add(&l, "x", CF_F16, CF_IN, nx, xh, 0) : cf_buf_add(&l, "x", CF_F32, CF_IN, nx, x, 0);
   int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)c * kw, w, 0);
   int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, ns, state, 0);
   l.buf[bs].guard = per * sizeof(float); /* a write to slot -1 lands in the guard */
@@ -102,7 +110,7 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   cf_arg_u32(&l, nseq);
   cf_arg_u32(&l, c);
   cf_arg_u32(&l, kw);
-  if (tiled == 2) {
+  if (tiled >= 2) {
     cf_arg_u32(&l, nk);
     cf_arg_u32(&l, dk);
   }
@@ -113,7 +121,7 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
                    0.0);
   }
   cf_launch_free(&l);
-  free(x), free(w), free(state), free(slots), free(y_ref), free(y_mag), free(state_ref);
+  free(x), free(xh), free(w), free(state), free(slots), free(y_ref), free(y_mag), free(state_ref);
 }
 
 static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
@@ -198,8 +206,8 @@ Test(conv, conv1d_prefill_tiled) {
  * sequence layouts (tiles crossed, sequences shorter than K-1, empty ones, padding slots),
  * on blocks of 64 tokens and on one block, 7 blocks (shares that end inside sequences and
  * inside the first K-1 tokens of one) and more blocks than tokens (empty shares). */
-Test(conv, conv1d_prefill_l2norm) {
-  CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill_l2norm);
+static void run_conv_l2norm(metrale_kernel_id id) {
+  CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t nk, dk, c;
   } heads[] = {{2, 128, 1100}, {1, 32, 100}, {3, 64, 2052}, {4, 16, 136}, {1, 4, 12}, {2, 8, 36}};
@@ -219,9 +227,14 @@ Test(conv, conv1d_prefill_l2norm) {
         for (size_t gi = 0; gi < sizeof gys / sizeof gys[0]; gi++) {
           snprintf(ctx.shape, sizeof ctx.shape, "nk=%u dk=%u C=%u K=%u S=%u T=%u grid.y=%u", heads[hi].nk,
                    heads[hi].dk, heads[hi].c, kws[ki], cases[si].n, T, gys[gi] ? gys[gi] : (T + 63) / 64);
-          run_case_qk(&ctx, kern, heads[hi].c, kws[ki], cases[si].n, cu, cases[si].n + 2, 2, heads[hi].nk,
-                      heads[hi].dk, gys[gi]);
+          run_case_qk(&ctx, kern, heads[hi].c, kws[ki], cases[si].n, cu, cases[si].n + 2,
+                      id == METRALE_K_conv1d_prefill_l2norm_xh ? 3 : 2, heads[hi].nk, heads[hi].dk, gys[gi]);
         }
       }
   cf_close(&ctx);
 }
+
+Test(conv, conv1d_prefill_l2norm) { run_conv_l2norm(METRALE_K_conv1d_prefill_l2norm); }
+
+/* The same cases on x in IEEE half (conv1d_prefill_l2norm_xh: 8-byte loads of 4 halves, widened) */
+Test(conv, conv1d_prefill_l2norm_xh) { run_conv_l2norm(METRALE_K_conv1d_prefill_l2norm_xh); }

@@ -315,17 +315,35 @@ static const cols3_shape cols3_shapes[] = {{1, {2, 0, 1}, 1},         {5, {256, 
                                            {300, {0, 96, 36}, 40},    {70, {32, 0, 0}, 17},
                                            {517, {320, 224, 4}, 72}};
 
-static void run_gemm_f16_ws_cols3(gpu_dim3 walk) {
-  CF_BEGIN(ctx, kern, METRALE_K_gemm_f16_ws_cols3);
-  for (size_t si = 0; si < sizeof cols3_shapes / sizeof cols3_shapes[0]; si++) {
-    const cols3_shape *c = &cols3_shapes[si];
+/* NMSE tolerances for y0 in IEEE half (gemm_f16_ws_cols3q).  Against the exact sums: each
+ * value rounded once to 11 significant bits, relative error at most 2^-11 (NMSE at most 2^-22
+ * = 2.4e-7, reached with few values), plus the f32 sums' own.  Against the cpu oracle: where
+ * the two f32 sums fall on either side of a rounding midpoint the halves differ by one step,
+ * 2^-10 relative (9.5e-7 for a value alone). */
+#define TOL_HALF 3e-7
+#define TOL_HALF_ORACLE 1e-6
+
+/* Run on kernel id: gemm_f16_ws_cols3, or gemm_f16_ws_cols3q (y0 in IEEE half, checked against
+ * the reference rounded to half's range: the last shape's y0 sums pass +-65504 and must come
+ * back saturated, finite). */
+static void run_gemm_f16_ws_cols3(gpu_dim3 walk, metrale_kernel_id id) {
+  CF_BEGIN(ctx, kern, id);
+  const int half0 = id == METRALE_K_gemm_f16_ws_cols3q;
+  const size_t nshapes = sizeof cols3_shapes / sizeof cols3_shapes[0];
+  for (size_t si = 0; si < nshapes + (size_t)half0; si++) {
+    static const cols3_shape big = {140, {64, 32, 4}, 4100}; /* y0 beyond half's range (TMA boxes) */
+    const int sat = si == nshapes;
+    const cols3_shape *c = sat ? &big : &cols3_shapes[si];
     const mnk s = {c->m, c->n[0] + c->n[1] + c->n[2], c->k};
     snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u+%u+%u K=%u", s.m, c->n[0], c->n[1], c->n[2], s.k);
     const size_t nx = (size_t)s.m * s.k, nw = (size_t)s.n * s.k;
     uint16_t *x = cf_alloc(nx, 2), *w = cf_alloc(nw, 2);
     for (size_t i = 0; i < nx; i++)
-      x[i] = metrale_f32_to_f16((float)mt_uniform(&ctx.rng, -1, 1) * (i % 97 == 3 ? 1e-5f : 4.0f));
-    for (size_t i = 0; i < nw; i++) w[i] = metrale_f32_to_f16((float)mt_uniform(&ctx.rng, -1, 1));
+      x[i] = metrale_f32_to_f16(sat ? (float)mt_uniform(&ctx.rng, 20, 60)
+                                    : (float)mt_uniform(&ctx.rng, -1, 1) * (i % 97 == 3 ? 1e-5f : 4.0f));
+    for (size_t i = 0; i < nw; i++)
+      w[i] = metrale_f32_to_f16(sat ? (float)mt_uniform(&ctx.rng, 0.5, 1.0) * ((i / s.k) % 2 ? -1.0f : 1.0f)
+                                    : (float)mt_uniform(&ctx.rng, -1, 1));
     double *ref[3];
     for (int p = 0, j0 = 0; p < 3; j0 += (int)c->n[p], p++) {
       ref[p] = cf_alloc((size_t)s.m * c->n[p] + 1, sizeof(double));
@@ -335,15 +353,21 @@ static void run_gemm_f16_ws_cols3(gpu_dim3 walk) {
           for (uint32_t q = 0; q < s.k; q++)
             acc += (double)metrale_f16_to_f32(x[(size_t)i * s.k + q]) *
                    metrale_f16_to_f32(w[(size_t)(j0 + j) * s.k + q]);
+          if (p == 0 && half0) acc = acc > 65504.0 ? 65504.0 : acc < -65504.0 ? -65504.0 : acc;
           ref[p][(size_t)i * c->n[p] + j] = acc;
         }
     }
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_gemm_f16_ws_cols3,
-                   walk.x ? walk : tile_grid(METRALE_K_gemm_f16_ws_cols3, &s, 128, 256, 1));
+    cf_launch_init(&l, id, walk.x ? walk : tile_grid(id, &s, 128, 256, 1));
     static const char *names[3] = {"y0", "y1", "y2"};
     int by[3];
-    for (int p = 0; p < 3; p++) by[p] = cf_buf_add(&l, names[p], CF_F32, CF_OUT, (size_t)s.m * c->n[p], NULL, CF_TOL_F32);
+    /* the saturating shape's f32 sums add 4100 terms of one sign and ~30: the tensor cores'
+     * accumulation (not rounded to nearest at each add) drifts by ~2^-15 of them (H200: NMSE
+     * 5.8e-10 against the exact sums and the cpu's) */
+    const double tol32 = sat ? 1e-8 : CF_TOL_F32;
+    for (int p = 0; p < 3; p++)
+      by[p] = p == 0 && half0 ? cf_buf_add(&l, names[p], CF_F16, CF_OUT, (size_t)s.m * c->n[p], NULL, TOL_HALF_ORACLE)
+                              : cf_buf_add(&l, names[p], CF_F32, CF_OUT, (size_t)s.m * c->n[p], NULL, tol32);
     int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0); /* 16-bit words holding halves */
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
     for (int p = 0; p < 3; p++) cf_arg_buf(&l, by[p]);
@@ -352,9 +376,24 @@ static void run_gemm_f16_ws_cols3(gpu_dim3 walk) {
     cf_arg_u32(&l, s.m);
     for (int p = 0; p < 3; p++) cf_arg_u32(&l, c->n[p]);
     cf_arg_u32(&l, s.k);
-    if (cf_run(&ctx, &l, kern))
-      for (int p = 0; p < 3; p++)
-        cf_check_f32(&ctx, names[p], cf_f32(&l, by[p]), ref[p], (size_t)s.m * c->n[p], CF_TOL_F32);
+    if (cf_run(&ctx, &l, kern)) {
+      for (int p = 0; p < 3; p++) {
+        const size_t n = (size_t)s.m * c->n[p];
+        if (p == 0 && half0) {
+          cf_check_f16(&ctx, names[p], cf_f16(&l, by[p]), ref[p], n, TOL_HALF);
+          size_t clamped = 0; /* the saturating shape: those sums are exactly +-65504 */
+          for (size_t i = 0; i < n; i++)
+            if (fabs(ref[p][i]) == 65504.0) {
+              clamped++;
+              CF_EXPECT(&ctx, metrale_f16_to_f32(cf_f16(&l, by[p])[i]) == (float)ref[p][i],
+                        "y0[%zu] = %g, not saturated to %g", i, metrale_f16_to_f32(cf_f16(&l, by[p])[i]), ref[p][i]);
+            }
+          CF_EXPECT(&ctx, !sat || clamped > n / 4, "only %zu of %zu sums past half's range", clamped, n);
+        } else {
+          cf_check_f32(&ctx, names[p], cf_f32(&l, by[p]), ref[p], n, tol32);
+        }
+      }
+    }
     cf_launch_free(&l);
     free(x), free(w);
     for (int p = 0; p < 3; p++) free(ref[p]);
@@ -362,28 +401,38 @@ static void run_gemm_f16_ws_cols3(gpu_dim3 walk) {
   cf_close(&ctx);
 }
 
-Test(gemm, gemm_f16_ws_cols3) { run_gemm_f16_ws_cols3((gpu_dim3){0, 0, 0}); }
+Test(gemm, gemm_f16_ws_cols3) { run_gemm_f16_ws_cols3((gpu_dim3){0, 0, 0}, METRALE_K_gemm_f16_ws_cols3); }
 
 Test(gemm, gemm_f16_ws_cols3_walk) {
   for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++)
-    run_gemm_f16_ws_cols3(walk_grid(METRALE_K_gemm_f16_ws_cols3, i));
+    run_gemm_f16_ws_cols3(walk_grid(METRALE_K_gemm_f16_ws_cols3, i), METRALE_K_gemm_f16_ws_cols3);
+}
+
+/* The same shapes with y0 in IEEE half (gemm_f16_ws_cols3q, the prefill's mixed for the half
+ * conv), and one whose y0 sums saturate (|p| up to ~2.5e5, +-65504 written) */
+Test(gemm, gemm_f16_ws_cols3q) { run_gemm_f16_ws_cols3((gpu_dim3){0, 0, 0}, METRALE_K_gemm_f16_ws_cols3q); }
+
+Test(gemm, gemm_f16_ws_cols3q_walk) {
+  for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++)
+    run_gemm_f16_ws_cols3(walk_grid(METRALE_K_gemm_f16_ws_cols3q, i), METRALE_K_gemm_f16_ws_cols3q);
 }
 
 /* An odd n0 or n1 (a thread's column pair would straddle two outputs) and an output off 8-byte
- * alignment are refused, on every backend that has the kernel */
-Test(gemm, gemm_f16_ws_cols3_refuses_odd_ranges) {
-  CF_BEGIN(ctx, kern, METRALE_K_gemm_f16_ws_cols3);
-  const uint32_t bad[3][4] = {{3, 2, 2, 0}, {2, 3, 2, 0}, {2, 2, 2, 4}}; /* n0, n1, n2, byte offset of y1 */
-  for (int i = 0; i < 3; i++) {
-    const gpu_arg args[] = {gpu_arg_ptr(4096), gpu_arg_ptr(8192 + bad[i][3]), gpu_arg_ptr(12288), gpu_arg_ptr(16384),
-                            gpu_arg_ptr(20480), gpu_arg_u32(1), gpu_arg_u32(bad[i][0]), gpu_arg_u32(bad[i][1]),
-                            gpu_arg_u32(bad[i][2]), gpu_arg_u32(1)};
-    metrale_status st = metrale_launch(ctx.dev, METRALE_K_gemm_f16_ws_cols3, kern, (gpu_dim3){2, 1, 1}, NULL, args,
-                                       sizeof args / sizeof args[0]);
-    CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "n = %u + %u + %u, y1 + %u gave %s: %s",
-              bad[i][0], bad[i][1], bad[i][2], bad[i][3], metrale_code_name(metrale_status_code(st)),
+ * alignment are refused, on every backend that has the kernel (both forms: y0 in f32 or half) */
+static void refuses_odd_ranges(metrale_kernel_id id) {
+  CF_BEGIN(ctx, kern, id);
+  const uint32_t bad[4][4] = {{3, 2, 2, 0}, {2, 3, 2, 0}, {2, 2, 2, 4}, {2, 2, 2, 2}}; /* n0, n1, n2, byte offset */
+  for (int i = 0; i < 4; i++) { /* the offset moves y1, the last case y0 */
+    const gpu_arg args[] = {gpu_arg_ptr(4096 + (i == 3 ? bad[i][3] : 0)), gpu_arg_ptr(8192 + (i == 3 ? 0 : bad[i][3])),
+                            gpu_arg_ptr(12288), gpu_arg_ptr(16384), gpu_arg_ptr(20480), gpu_arg_u32(1),
+                            gpu_arg_u32(bad[i][0]), gpu_arg_u32(bad[i][1]), gpu_arg_u32(bad[i][2]), gpu_arg_u32(1)};
+    metrale_status st = metrale_launch(ctx.dev, id, kern, (gpu_dim3){2, 1, 1}, NULL, args, sizeof args / sizeof args[0]);
+    CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "n = %u + %u + %u, y%d + %u gave %s: %s",
+              bad[i][0], bad[i][1], bad[i][2], i == 3 ? 0 : 1, bad[i][3], metrale_code_name(metrale_status_code(st)),
               metrale_status_message(st));
     metrale_status_free(st);
   }
   cf_close(&ctx);
 }
+Test(gemm, gemm_f16_ws_cols3_refuses_odd_ranges) { refuses_odd_ranges(METRALE_K_gemm_f16_ws_cols3); }
+Test(gemm, gemm_f16_ws_cols3q_refuses_odd_ranges) { refuses_odd_ranges(METRALE_K_gemm_f16_ws_cols3q); }
