@@ -206,14 +206,23 @@ Test(modes, large_decode_batch_on_f16_proj, .timeout = 600) {
   expect_modes_agree(dev, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, 1);
   /* The conv state holds the projections' q|k|v rows as they were: a prefill of these 770
    * tokens projects them on fp16 x too (white box: q|k|v alone is 17 tiles wide), by the same
-   * sums, so the decode's equal it bit for bit on the fp16 path and differ on f32 x. */
+   * sums, so the decode's equal it bit for bit on the fp16 path and differ on f32 x.  Where
+   * the prefill hands mixed to the conv in IEEE half (gemm_f16_ws_cols3q: the cpu, whose few
+   * "SMs" the conv's pass fills), its state holds those sums rounded to half: the decode's,
+   * rounded so, equal it on the fp16 path (on f32 x most still differ). */
   lt_run pre, dec;
   lt_run_init(&pre, dev, NULL, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, NSEQ);
   lt_run_init(&dec, dev, NULL, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, NSEQ);
   lt_run_mode(&pre, MODE_PREFILL, 0);
   lt_run_mode(&dec, MODE_DECODE, 0);
   lt_run_read_states(&pre), lt_run_read_states(&dec);
-  const int same = memcmp(pre.conv, dec.conv, pre.cf * NSEQ * sizeof *pre.conv) == 0;
+  const metrale_qwen3_ssm_layer *PL = pre.c.layer;
+  const uint32_t T = 2 * NSEQ, C = 2 * cfg.nk * cfg.dk + cfg.nv * cfg.dv;
+  const int half = PL->w.in_proj16 && qwen3_ssm_one_in_proj(&PL->ops, &PL->d, T) &&
+                   metrale_ops_mixed_half_fits(&PL->ops, 0, 0, T, C, cfg.dk);
+  int same = 1;
+  for (uint64_t i = 0; i < pre.cf * NSEQ && same; i++)
+    same = pre.conv[i] == (half ? metrale_f16_to_f32(metrale_f32_to_f16(dec.conv[i])) : dec.conv[i]);
   if (has16) cr_expect(same, "the decode's conv state is not the fp16 prefill's: its projection did not run on fp16 x");
   lt_run_free(&pre), lt_run_free(&dec);
   free(x);
@@ -255,11 +264,13 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
   s = be->vt->kernel(be, "gdn", "gates_ba", &kba);
   const int hasba = s == NULL;
   metrale_status_free(s);
-  /* with gemm_f16_ws_cols3 (and gates_ba) the whole in_proj is one launch on fp16 x */
+  /* with gemm_f16_ws_cols3 (and gates_ba) the whole in_proj is one launch on fp16 x (its
+   * cols3q form, mixed in half, where the half conv takes the 4096 tokens the audit names) */
   const char *path16 = has3 && hasba ? "gemm_f16_ws_cols3 (one launch" : "gemm_f16_ws (fp16 x";
   char *dp = describe(plain), *dodd = describe(odd);
   if (has16) {
-    cr_expect(strstr(dp, path16) != NULL, "the plain layer does not take %s:\n%s", path16, dp);
+    cr_expect(strstr(dp, path16) != NULL || (has3 && hasba && strstr(dp, "gemm_f16_ws_cols3q (one launch") != NULL),
+              "the plain layer does not take %s:\n%s", path16, dp);
     cr_expect(strstr(dodd, "no fp16 in_proj in this layer: in_proj row 0 holds 70144") != NULL,
               "the layer with 70000 in in_proj does not say it keeps f32 x:\n%s", dodd);
     cr_expect(strstr(dodd, "gemm_f16_ws") == NULL, "the layer with 70000 in in_proj takes an fp16 GEMM:\n%s", dodd);
@@ -301,6 +312,70 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
   metrale_state_pool_destroy(pool);
   metrale_qwen3_ssm_layer_destroy(plain);
   metrale_qwen3_ssm_layer_destroy(odd);
+  metrale_device_destroy(dev);
+}
+
+/* A prefill long enough for the conv's pass at 1.5 blocks an SM takes mixed from in_proj to the
+ * conv in IEEE half (gemm_f16_ws_cols3q, then conv1d_prefill_l2norm_xh; ops
+ * metrale_ops_mixed_half_fits).  The same layer and tokens with the half conv taken out of the
+ * layer's kernel table (white box) run mixed in f32 through gemm_f16_ws_cols3 and
+ * conv1d_prefill_l2norm: everything else the same, the two differ by mixed's rounding to half
+ * (2^-12 relative) and the core's own rounding of what follows.  Both layers' mixed and qkv
+ * scratch start as NaN, so a conv that reads mixed as f32 where the GEMM wrote halves (its
+ * second half of bytes is never written) or a core that reads unwritten q, k or v fails
+ * outright, and the conv states, which hold the last inputs widened from half, must equal the
+ * f32 path's rounded to half.  The fp16 tiles are claimed (as in_proj_beyond_half_range_keeps_
+ * f32_x does) so that the cpu takes the path too.  Two sequences, 12800 tokens: 200 blocks of 64
+ * tokens of the 512 channels, enough for 132 SMs. */
+Test(modes, prefill_mixed_half_equals_f32_mixed, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  gpu_backend *be = metrale_device_backend(dev);
+  const uint32_t flags = be->caps.flags;
+  be->caps.flags |= GPU_CAP_F16_TENSOR;
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  cfg.hidden_size = 256;
+  cfg.nk = 2, cfg.nv = 4, cfg.dk = 64, cfg.dv = 64;
+  const uint32_t lens[] = {9000, 3800}, C = 2 * cfg.nk * cfg.dk + cfg.nv * cfg.dv, T = lens[0] + lens[1];
+  float *x = random_x((uint64_t)T * cfg.hidden_size, 47);
+  lt_run half, full;
+  lt_run_init(&half, dev, NULL, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 2);
+  lt_run_init(&full, dev, NULL, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 2);
+  /* the scratch buffers are 256-byte aligned: 0 stands for them */
+  if (!half.c.layer->w.in_proj16 || !qwen3_ssm_one_in_proj(&half.c.layer->ops, &half.c.layer->d, T) ||
+      !metrale_ops_mixed_half_fits(&half.c.layer->ops, 0, 0, T, C, cfg.dk)) {
+    cr_log_info("this backend does not take gemm.gemm_f16_ws_cols3q and conv.conv1d_prefill_l2norm_xh here: "
+                "no half mixed to check");
+  } else {
+    full.c.layer->ops.k[METRALE_K_conv1d_prefill_l2norm_xh] = 0;
+    cr_expect(!metrale_ops_mixed_half_fits(&full.c.layer->ops, 0, 0, T, C, cfg.dk),
+              "without its conv the layer still hands mixed over in half");
+    const uint64_t bytes = (uint64_t)T * C * 4;
+    unsigned char *nan = malloc(bytes);
+    cr_assert(nan);
+    memset(nan, 0xff, bytes); /* f32 NaN (and half NaN) */
+    lt_run *runs[] = {&half, &full};
+    for (int i = 0; i < 2; i++) {
+      CHECK(qwen3_ssm_scratch_reserve(runs[i]->c.layer, T, 2));
+      CHECK(be->vt->copy_h2d(be, runs[i]->c.layer->s.qkv, nan, bytes, NULL));
+      CHECK(be->vt->copy_h2d(be, runs[i]->c.layer->s.mixed, nan, bytes, NULL));
+    }
+    CHECK(be->vt->sync(be));
+    free(nan);
+    lt_run_mode(&half, MODE_PREFILL, 0);
+    lt_run_mode(&full, MODE_PREFILL, 0);
+    lt_run_read_states(&half), lt_run_read_states(&full);
+    lt_expect_close("half mixed output", half.c.y, full.c.y, (uint64_t)T * cfg.hidden_size, 1e-2);
+    lt_expect_close("half mixed recurrent state", half.rec, full.rec, half.rf * 2, 2e-3);
+    uint64_t off = 0; /* each conv state value: the f32 path's input rounded to half */
+    for (uint64_t i = 0; i < half.cf * 2; i++)
+      off += half.conv[i] != metrale_f16_to_f32(metrale_f32_to_f16(full.conv[i]));
+    cr_expect_eq(off, 0, "%llu of %llu conv state values are not the f32 path's rounded to half",
+                 (unsigned long long)off, (unsigned long long)(half.cf * 2));
+  }
+  be->caps.flags = flags;
+  lt_run_free(&half), lt_run_free(&full);
+  free(x);
   metrale_device_destroy(dev);
 }
 

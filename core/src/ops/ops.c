@@ -387,7 +387,12 @@ int metrale_ops_f16_in_proj_fits(const metrale_ops *o, uint32_t m, uint32_t n0, 
 }
 
 metrale_status op_gemm_f16_cols3(const metrale_ops *o, gpu_stream st, gpu_ptr y0, gpu_ptr y1, gpu_ptr y2, gpu_ptr x,
-                                 gpu_ptr w, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2, uint32_t k) {
+                                 gpu_ptr w, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2, uint32_t k,
+                                 int y0_half) {
+  if (y0_half) {
+    const gpu_dim3 grid = ws_grid(o, METRALE_K_gemm_f16_ws_cols3q, m, n0 + n1 + n2, 128, 256);
+    LAUNCH(o, st, gemm_f16_ws_cols3q, grid.x, 1, P(y0), P(y1), P(y2), P(x), P(w), U(m), U(n0), U(n1), U(n2), U(k));
+  }
   const gpu_dim3 grid = ws_grid(o, METRALE_K_gemm_f16_ws_cols3, m, n0 + n1 + n2, 128, 256);
   LAUNCH(o, st, gemm_f16_ws_cols3, grid.x, 1, P(y0), P(y1), P(y2), P(x), P(w), U(m), U(n0), U(n1), U(n2), U(k));
 }
@@ -405,7 +410,11 @@ static int conv_tiled_fits(const metrale_ops *o, uint32_t t) {
   return o->k[METRALE_K_conv1d_prefill_tiled] && CEIL_DIV(t, CONV_TILE) <= 65535;
 }
 
-const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o) {
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o, int mixed_half) {
+  if (mixed_half)
+    return "conv.conv1d_prefill_l2norm_xh (mixed in IEEE half from the one in_proj launch; 4 channels a "
+           "thread, the q/k l2norm on the way out; from 1.5 blocks an SM, else mixed in f32 and "
+           "conv.conv1d_prefill_tiled, then the l2norm)";
   if (o->k[METRALE_K_conv1d_prefill_l2norm])
     return "conv.conv1d_prefill_l2norm (4 channels a thread, the q/k l2norm on the way out; from 1.5 "
            "blocks an SM, else conv.conv1d_prefill_tiled, then the l2norm)";
@@ -429,11 +438,18 @@ metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y,
  * latency bound (H200, C = 8192: 45 us at 64 to 1024 tokens, 8 to 128 blocks, where the conv
  * and l2norm pair takes 19-35 us; 55 against 62 us at 2048 tokens, 256 blocks; docs/perf-prefill.md) */
 #define CONV_L2_CHANNELS 1024u
-static int conv_l2norm_fits(const metrale_ops *o, gpu_ptr y, gpu_ptr x, uint32_t t, uint32_t c, uint32_t dk) {
+static int conv_l2norm_shape_fits(const metrale_ops *o, gpu_ptr y, uint32_t t, uint32_t c, uint32_t dk) {
   const uint64_t blocks = (uint64_t)CEIL_DIV(c, CONV_L2_CHANNELS) * CEIL_DIV(t, CONV_TILE);
-  return o->k[METRALE_K_conv1d_prefill_l2norm] && c % 4 == 0 && dk >= 4 && dk <= 128 && (dk & (dk - 1)) == 0 &&
-         y % 16 == 0 && x % 16 == 0 && CEIL_DIV(t, CONV_TILE) <= 65535 &&
-         2 * blocks >= 3 * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
+  return c % 4 == 0 && dk >= 4 && dk <= 128 && (dk & (dk - 1)) == 0 && y % 16 == 0 &&
+         CEIL_DIV(t, CONV_TILE) <= 65535 && 2 * blocks >= 3 * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
+}
+static int conv_l2norm_fits(const metrale_ops *o, gpu_ptr y, gpu_ptr x, uint32_t t, uint32_t c, uint32_t dk) {
+  return o->k[METRALE_K_conv1d_prefill_l2norm] && x % 16 == 0 && conv_l2norm_shape_fits(o, y, t, c, dk);
+}
+
+int metrale_ops_mixed_half_fits(const metrale_ops *o, gpu_ptr y, gpu_ptr x, uint32_t t, uint32_t c, uint32_t dk) {
+  return has_kernel(o, METRALE_K_gemm_f16_ws_cols3q) && has_kernel(o, METRALE_K_conv1d_prefill_l2norm_xh) &&
+         x % 8 == 0 && conv_l2norm_shape_fits(o, y, t, c, dk);
 }
 
 /* Its blocks along the tokens (grid.y; a block takes T / grid.y tokens): as many as make
@@ -458,6 +474,19 @@ metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu
            P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
   METRALE_RETURN_IF_ERROR(op_conv1d_prefill(o, st, y, x, w, state, cu_seqlens, slots, t, s, c, kw));
   return op_l2norm_qk(o, st, y, t, nk, dk, c);
+}
+
+metrale_status op_conv1d_prefill_l2norm_xh(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                           gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
+                                           uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk) {
+  if (2 * (uint64_t)nk * dk > c)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm: 2*nk*dk = %llu q/k channels > C = %u",
+                         (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  if (!metrale_ops_mixed_half_fits(o, y, x, t, c, dk))
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm on half input: conv.conv1d_prefill_l2norm_xh is missing "
+                         "or does not take %u tokens of %u channels (dk = %u)", t, c, dk);
+  LAUNCH(o, st, conv1d_prefill_l2norm_xh, CEIL_DIV(c, CONV_L2_CHANNELS), conv_l2norm_rows(o, t, c), P(y), P(x), P(w),
+         P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
 }
 
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,

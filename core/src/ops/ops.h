@@ -77,10 +77,16 @@ metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_p
  * (metrale_ops_f16_gemm_fits). */
 int metrale_ops_f16_in_proj_fits(const metrale_ops *ops, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2,
                                  uint32_t k);
+/* Whether the prefill hands mixed from in_proj to the conv in IEEE half: the backend has both
+ * gemm_f16_ws_cols3q and conv1d_prefill_l2norm_xh, and the conv's pass fits the shape (as
+ * op_conv1d_prefill_l2norm's one pass: y = qkv, x = mixed, t tokens of c channels). */
+int metrale_ops_mixed_half_fits(const metrale_ops *ops, gpu_ptr y, gpu_ptr x, uint32_t t, uint32_t c, uint32_t dk);
 /* p = x fp16 [M,K] . w fp16 [n0+n1+n2, K]^T into y0 f32 [M,n0], y1 [M,n1], y2 [M,n2]
- * (where metrale_ops_f16_in_proj_fits) */
+ * (where metrale_ops_f16_in_proj_fits); y0_half: y0 in IEEE half by gemm_f16_ws_cols3q (where
+ * metrale_ops_mixed_half_fits) */
 metrale_status op_gemm_f16_cols3(const metrale_ops *o, gpu_stream st, gpu_ptr y0, gpu_ptr y1, gpu_ptr y2, gpu_ptr x,
-                                 gpu_ptr w, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2, uint32_t k);
+                                 gpu_ptr w, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2, uint32_t k,
+                                 int y0_half);
 /* p f32 [T, P] in the order [q | k | v | z | b | a] (kernels.def split_qkvzba35) into its
  * pieces. */
 metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_ptr z, gpu_ptr b,
@@ -88,8 +94,9 @@ metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_
                         uint32_t dv);
 /* The conv prefill over s sequences of t tokens in all (t = cu_seqlens[s]):
  * conv.conv1d_prefill_tiled (blocks of 64 tokens) when the backend has it, else the
- * per-sequence conv.conv1d_prefill.  The path string describes op_conv1d_prefill_l2norm's. */
-const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops);
+ * per-sequence conv.conv1d_prefill.  The path string describes op_conv1d_prefill_l2norm's, or
+ * with mixed_half op_conv1d_prefill_l2norm_xh's (the layer's audit). */
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops, int mixed_half);
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                  gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                  uint32_t s, uint32_t c, uint32_t kw);
@@ -99,6 +106,12 @@ metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y,
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                         uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk);
+/* The same on x IEEE half [t, c] (gemm_f16_ws_cols3q's y0) by conv.conv1d_prefill_l2norm_xh,
+ * which only runs where metrale_ops_mixed_half_fits (else INVALID_ARGUMENT: there is no other
+ * conv on half input). */
+metrale_status op_conv1d_prefill_l2norm_xh(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                                           gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
+                                           uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk);
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                 gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw);
 metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,

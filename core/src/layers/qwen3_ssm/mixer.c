@@ -1,6 +1,7 @@
 /* The Gated DeltaNet mixer (DESIGN.md section 4), T tokens:
  *
- *   mixed [T, C], z [T, nv*dv], b, a [T, nv] = x [T, H] . in_proj^T   (x .. o in f32;
+ *   mixed [T, C], z [T, nv*dv], b, a [T, nv] = x [T, H] . in_proj^T   (x .. o in f32, mixed
+ *                       in IEEE half where in_proj is gemm_f16_ws_cols3q;
  *                       in_proj's rows are [q | k | v | z | b | a] for both families,
  *                       weights.c: prefill runs one GEMM per piece, or one GEMM whose
  *                       columns go to the pieces (gemm_f16_ws_cols3), decode one gemv
@@ -26,18 +27,23 @@ int qwen3_ssm_one_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, uint32_
 }
 
 /* A prefill's in_proj: mixed [T, C], z [T, nv*dv], and g, beta [T, nv] from b and a.  All of it by
- * one GEMM on fp16(x) where the backend has gemm_f16_ws_cols3 and its tiles pay; else q|k|v and
- * z each on fp16(x) or f32 x, b and a on f32 x. */
-static metrale_status prefill_in_proj(metrale_qwen3_ssm_layer *L, gpu_ptr x, uint32_t T, gpu_stream st) {
+ * one GEMM on fp16(x) where the backend has gemm_f16_ws_cols3 and its tiles pay, mixed then in
+ * IEEE half where the conv can take it (*mixed_half set: metrale_ops_mixed_half_fits); else
+ * q|k|v and z each on fp16(x) or f32 x, b and a on f32 x. */
+static metrale_status prefill_in_proj(metrale_qwen3_ssm_layer *L, gpu_ptr x, uint32_t T, gpu_stream st,
+                                      int *mixed_half) {
   const metrale_ops *o = &L->ops;
   const qwen3_ssm_dims *d = &L->d;
   const qwen3_ssm_scratch *s = &L->s;
   const qwen3_ssm_weights *w = &L->w;
   const uint32_t nvdv = d->nv * d->dv;
+  *mixed_half = 0;
   if (w->in_proj16 && qwen3_ssm_one_in_proj(o, d, T)) {
+    const int half = metrale_ops_mixed_half_fits(o, s->qkv, s->mixed, T, d->C, d->dk);
     METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
-    METRALE_RETURN_IF_ERROR(
-        op_gemm_f16_cols3(o, st, s->mixed, s->z, s->b, s->x16, w->in_proj16, T, d->C, nvdv, 2 * d->nv, d->H));
+    METRALE_RETURN_IF_ERROR(op_gemm_f16_cols3(o, st, s->mixed, s->z, s->b, s->x16, w->in_proj16, T, d->C, nvdv,
+                                              2 * d->nv, d->H, half));
+    *mixed_half = half;
     return op_gates_ba(o, st, s->g, s->beta, s->b, w->a_log, w->dt_bias, T, d->nv);
   }
   const uint64_t row = (uint64_t)d->H * 2; /* bytes of an in_proj row */
@@ -67,6 +73,7 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
   const gpu_ptr rec_state = metrale_state_pool_recurrent(pool);
 
   const uint32_t nvdv = d->nv * d->dv;
+  int mixed_half = 0; /* prefill: mixed in IEEE half (prefill_in_proj) */
   if (decode) {
     /* the whole projection on fp16(x) where the batch fills gemm_f16_ws's tiles (from 129
      * tokens on the H200; docs/numerics.md), else on f32 x */
@@ -85,7 +92,7 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     }
     METRALE_RETURN_IF_ERROR(op_split(o, st, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk, d->nv, d->dk, d->dv));
   } else {
-    METRALE_RETURN_IF_ERROR(prefill_in_proj(L, x, T, st));
+    METRALE_RETURN_IF_ERROR(prefill_in_proj(L, x, T, st, &mixed_half));
   }
   if (decode) {
     METRALE_RETURN_IF_ERROR(op_conv1d_update(o, st, s->qkv, s->mixed, w->conv, conv_state, s->slots,
@@ -95,8 +102,12 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     METRALE_RETURN_IF_ERROR(op_delta_rule_decode(o, st, s->o, s->qkv, s->g, s->beta, rec_state,
                                                  s->slots, T, d->nk, d->nv, d->dk, d->dv));
   } else {
-    METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
-                                                     s->slots, T, S, d->C, d->K, d->nk, d->dk));
+    if (mixed_half)
+      METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm_xh(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
+                                                          s->slots, T, S, d->C, d->K, d->nk, d->dk));
+    else
+      METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
+                                                       s->slots, T, S, d->C, d->K, d->nk, d->dk));
     METRALE_RETURN_IF_ERROR(op_delta_rule_prefill(o, st, s->o, s->qkv, s->g, s->beta, rec_state, s->cu,
                                                   s->slots, L->delta_ws, T, S, d->nk, d->nv, d->dk,
                                                   d->dv));
