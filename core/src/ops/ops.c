@@ -465,28 +465,22 @@ static uint32_t conv_l2norm_rows(const metrale_ops *o, uint32_t t, uint32_t c) {
 
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
-                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk) {
+                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half) {
   if (2 * (uint64_t)nk * dk > c)
     return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm: 2*nk*dk = %llu q/k channels > C = %u",
                          (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  if (x_half) {
+    if (!metrale_ops_mixed_half_fits(o, y, x, t, c, dk))
+      return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm on half input: conv.conv1d_prefill_l2norm_xh is "
+                           "missing or does not take %u tokens of %u channels (dk = %u)", t, c, dk);
+    LAUNCH(o, st, conv1d_prefill_l2norm_xh, CEIL_DIV(c, CONV_L2_CHANNELS), conv_l2norm_rows(o, t, c), P(y), P(x),
+           P(w), P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
+  }
   if (conv_l2norm_fits(o, y, x, t, c, dk))
     LAUNCH(o, st, conv1d_prefill_l2norm, CEIL_DIV(c, CONV_L2_CHANNELS), conv_l2norm_rows(o, t, c), P(y), P(x), P(w),
            P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
   METRALE_RETURN_IF_ERROR(op_conv1d_prefill(o, st, y, x, w, state, cu_seqlens, slots, t, s, c, kw));
   return op_l2norm_qk(o, st, y, t, nk, dk, c);
-}
-
-metrale_status op_conv1d_prefill_l2norm_xh(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
-                                           gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
-                                           uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk) {
-  if (2 * (uint64_t)nk * dk > c)
-    return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm: 2*nk*dk = %llu q/k channels > C = %u",
-                         (unsigned long long)(2 * (uint64_t)nk * dk), c);
-  if (!metrale_ops_mixed_half_fits(o, y, x, t, c, dk))
-    return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm on half input: conv.conv1d_prefill_l2norm_xh is missing "
-                         "or does not take %u tokens of %u channels (dk = %u)", t, c, dk);
-  LAUNCH(o, st, conv1d_prefill_l2norm_xh, CEIL_DIV(c, CONV_L2_CHANNELS), conv_l2norm_rows(o, t, c), P(y), P(x), P(w),
-         P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
 }
 
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,

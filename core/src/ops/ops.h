@@ -102,16 +102,12 @@ metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y,
                                  uint32_t s, uint32_t c, uint32_t kw);
 /* The conv prefill, then the l2norm of y's q and k heads (ld = c): one pass
  * (conv.conv1d_prefill_l2norm) when the backend has it and the shape fits it, else
- * op_conv1d_prefill and op_l2norm_qk. */
+ * op_conv1d_prefill and op_l2norm_qk.  x_half: x is IEEE half [t, c] (gemm_f16_ws_cols3q's y0),
+ * taken by conv.conv1d_prefill_l2norm_xh, which only runs where metrale_ops_mixed_half_fits
+ * (else INVALID_ARGUMENT: there is no other conv on half input). */
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
-                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk);
-/* The same on x IEEE half [t, c] (gemm_f16_ws_cols3q's y0) by conv.conv1d_prefill_l2norm_xh,
- * which only runs where metrale_ops_mixed_half_fits (else INVALID_ARGUMENT: there is no other
- * conv on half input). */
-metrale_status op_conv1d_prefill_l2norm_xh(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
-                                           gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
-                                           uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk);
+                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half);
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                 gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw);
 metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,

@@ -102,12 +102,8 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     METRALE_RETURN_IF_ERROR(op_delta_rule_decode(o, st, s->o, s->qkv, s->g, s->beta, rec_state,
                                                  s->slots, T, d->nk, d->nv, d->dk, d->dv));
   } else {
-    if (mixed_half)
-      METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm_xh(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
-                                                          s->slots, T, S, d->C, d->K, d->nk, d->dk));
-    else
-      METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu,
-                                                       s->slots, T, S, d->C, d->K, d->nk, d->dk));
+    METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu, s->slots,
+                                                     T, S, d->C, d->K, d->nk, d->dk, mixed_half));
     METRALE_RETURN_IF_ERROR(op_delta_rule_prefill(o, st, s->o, s->qkv, s->g, s->beta, rec_state, s->cu,
                                                   s->slots, L->delta_ws, T, S, d->nk, d->nv, d->dk,
                                                   d->dv));
