@@ -95,7 +95,7 @@ metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_
 /* The conv prefill over s sequences of t tokens in all (t = cu_seqlens[s]):
  * conv.conv1d_prefill_tiled (blocks of 64 tokens) when the backend has it, else the
  * per-sequence conv.conv1d_prefill.  The path string describes op_conv1d_prefill_l2norm's, or
- * with mixed_half op_conv1d_prefill_l2norm_xh's (the layer's audit). */
+ * with mixed_half its x_half form's (the layer's audit). */
 const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops, int mixed_half);
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                  gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
