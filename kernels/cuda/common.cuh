@@ -178,8 +178,8 @@ __device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
   return (uint16_t)(sign | q);
 }
 
-/* Two IEEE halves (element 0 the low half of w) as f32, exactly (infinities and NaN kept): two
- * cvt on NVIDIA, elsewhere integer steps. */
+/* One IEEE half (the low 16 bits of h) as f32 in integer steps, exactly (infinities and NaN kept;
+ * bit for bit metrale_f16_to_f32 for all 65536 values, checked on the host 2026-12-03). */
 __device__ __forceinline__ float f16_bits_to_f32(uint32_t h) {
   const uint32_t sign = (h & 0x8000u) << 16, a = h & 0x7fffu;
   float f;
@@ -191,6 +191,8 @@ __device__ __forceinline__ float f16_bits_to_f32(uint32_t h) {
     f = (float)a * 5.9604644775390625e-8f; /* subnormal: a * 2^-24 */
   return __uint_as_float(__float_as_uint(f) | sign);
 }
+/* Two IEEE halves (element 0 the low half of w) as f32, exactly: two cvt on NVIDIA, elsewhere
+ * f16_bits_to_f32 (HIP). */
 __device__ __forceinline__ float2 f16x2_to_f32(uint32_t w) {
 #if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
   float lo, hi;
