@@ -230,3 +230,12 @@ metrale_status cpu_k_delta_rule_prefill_chunked(const gpu_arg *args) {
                                 cpu_arg_p(args, 6), cpu_arg_u(args, 8), cpu_arg_u(args, 9),
                                 cpu_arg_u(args, 10), cpu_arg_u(args, 11), cpu_arg_u(args, 12));
 }
+
+/* delta_rule_prefill_chunked_f16's phase 0 alone: the cpu's f16 kernel (delta_rule_prefill_chunked's
+ * code) does all of the op in phase 1, so phase 0 only checks its arguments; phase 1 is refused. */
+metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep(const gpu_arg *args) {
+  const uint32_t phase = cpu_arg_u(args, 13);
+  if (phase != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_f16_prep: phase %u (only 0)", phase);
+  return check_heads("delta_rule_prefill_chunked_f16_prep", cpu_arg_u(args, 9), cpu_arg_u(args, 10));
+}

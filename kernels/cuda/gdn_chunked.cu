@@ -1220,6 +1220,25 @@ delta_rule_prefill_chunked_f16(bf16 *o, const float *qkv, const float *g, const 
     scan_chunks_wg16(smem_f16, o, state, cu_seqlens, slots, ws, p);
 }
 MK_CHECK(delta_rule_prefill_chunked_f16, gdn_chunked);
+
+/* delta_rule_prefill_chunked_f16's phase 0 alone.  Compiled with phase 1 in one entry, phase 0
+ * ran 5-6 us slower at 4096 tokens and 16384 (H200: 133 -> 127-128 us, 475 -> 470 us, ncu;
+ * docs/perf-prefill.md part 18): ptxas allocates and schedules the entry as a whole. */
+static_assert(mk_block("delta_rule_prefill_chunked_f16_prep") == kBlock &&
+                  mk_shared("delta_rule_prefill_chunked_f16_prep") == mk_shared("delta_rule_prefill_chunked_f16"),
+              "kernels.def: the f16 kernel's block and shared memory");
+extern "C" __global__ void __launch_bounds__(kBlock, 3)
+delta_rule_prefill_chunked_f16_prep(bf16 *o, const float *qkv, const float *g, const float *beta,
+                                    float *state, const int *cu_seqlens, const int *slots, float *ws,
+                                    unsigned s, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
+                                    unsigned phase) {
+  (void)o, (void)state, (void)slots;
+  extern __shared__ __align__(128) unsigned char smem_f16p[];
+  shape p;
+  if (phase != 0 || !shape_of(p, ws, s, nk, nv, dk, dv)) return;
+  prep_chunk<true>(reinterpret_cast<float *>(smem_f16p), qkv, g, beta, cu_seqlens, ws, p);
+}
+MK_CHECK(delta_rule_prefill_chunked_f16_prep, gdn_chunked);
 #endif
 
 #endif

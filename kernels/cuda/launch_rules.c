@@ -47,6 +47,9 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
                            "(dk = %u), 2*nk*dk <= C (nk = %u), a %u-byte aligned x and a 16-byte aligned y", k,
                            c, dk, nk, (unsigned)xa + 1u);
   }
+  if (strcmp(k, "delta_rule_prefill_chunked_f16_prep") == 0 && u32_arg(info, args, "phase") != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only 0: phase 1 is delta_rule_prefill_chunked_f16's)", k,
+                         u32_arg(info, args, "phase"));
   if (has(info, "kw") && u32_arg(info, args, "kw") == 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: kw must be >= 1", k);
   if (strcmp(k, "moe_topk") == 0 && has(info, "e") && u32_arg(info, args, "e") == 0 && u32_arg(info, args, "t") != 0)

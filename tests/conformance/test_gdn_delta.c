@@ -145,7 +145,7 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   cf_launch l;
   cf_launch_init(&l, id, (gpu_dim3){nseq * h->nv, 1, 1});
   double tol_state = !chunked                                       ? CF_TOL_F32
-                     : id == METRALE_K_delta_rule_prefill_chunked_f16 ? TOL_STATE_CHUNKED_F16
+                     : id1 == METRALE_K_delta_rule_prefill_chunked_f16 ? TOL_STATE_CHUNKED_F16
                                                                        : TOL_STATE_CHUNKED;
   int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, no, NULL, CF_TOL_BF16);
   int bq = cf_buf_add(&l, "qkv", CF_F32, CF_IN, t * c, qkv, 0);
@@ -302,7 +302,7 @@ Test(gdn, delta_rule_prefill_chunked_wg) {
  * step: the states, chosen before that chunk's U is seen, are near 1), and v growing and
  * shrinking 16-fold a chunk (with these gates S follows v's last tokens: each S plane put
  * with the last plane's exponent lands above [2^3, 2^7), or below, and is put again) */
-Test(gdn, delta_rule_prefill_chunked_f16) {
+static void f16_cases(metrale_kernel_id id0) {
   static const struct {
     float range;
     uint32_t from;
@@ -313,9 +313,27 @@ Test(gdn, delta_rule_prefill_chunked_f16) {
     v_range = cases[i].range;
     v_from = cases[i].from;
     v_ramp = cases[i].ramp;
-    chunked_cases_cols(METRALE_K_delta_rule_prefill_chunked_f16, METRALE_K_delta_rule_prefill_chunked_f16, 32);
+    chunked_cases_cols(id0, METRALE_K_delta_rule_prefill_chunked_f16, 32);
   }
   v_ramp = 0.0f;
   v_range = 1.0f;
   v_from = 0;
+}
+Test(gdn, delta_rule_prefill_chunked_f16) { f16_cases(METRALE_K_delta_rule_prefill_chunked_f16); }
+
+/* the same cases with phase 0 by the _prep entry of the fp16 build (the pair the ops launch);
+ * and a phase 1 launch of that entry is refused */
+Test(gdn, delta_rule_prefill_chunked_f16_prep) {
+  f16_cases(METRALE_K_delta_rule_prefill_chunked_f16_prep);
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_f16_prep);
+  const gpu_arg args[] = {gpu_arg_ptr(4096),  gpu_arg_ptr(8192), gpu_arg_ptr(12288), gpu_arg_ptr(16384),
+                          gpu_arg_ptr(20480), gpu_arg_ptr(24576), gpu_arg_ptr(28672), gpu_arg_ptr(32768),
+                          gpu_arg_u32(1),     gpu_arg_u32(1),    gpu_arg_u32(2),     gpu_arg_u32(64),
+                          gpu_arg_u32(64),    gpu_arg_u32(1)};
+  metrale_status st = metrale_launch(ctx.dev, METRALE_K_delta_rule_prefill_chunked_f16_prep, kern, (gpu_dim3){2, 1, 1},
+                                     NULL, args, sizeof args / sizeof args[0]);
+  CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "phase 1 gave %s: %s",
+            metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
+  metrale_status_free(st);
+  cf_close(&ctx);
 }

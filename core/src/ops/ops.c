@@ -578,6 +578,10 @@ static int chunked_f16(const metrale_ops *o) {
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
+  if (chunked_f16(o) && o->k[METRALE_K_delta_rule_prefill_chunked_f16_prep])
+    return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
+           "gdn_chunked.delta_rule_prefill_chunked_f16_prep; fp16 operands in the chunk step, the state f32 "
+           "and scaled per chunk) when sequences average 64+ tokens, else gdn.delta_rule_prefill";
   if (chunked_f16(o))
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens, both phases; fp16 operands "
            "in the chunk step, the state f32 and scaled per chunk) when sequences average 64+ tokens, "
@@ -608,7 +612,10 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
   if (grid > INT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch",
                          (unsigned long long)grid);
-  if (chunked_f16(o)) /* its records are its own: both phases */
+  if (chunked_f16(o) && phase == 0 && o->k[METRALE_K_delta_rule_prefill_chunked_f16_prep])
+    LAUNCH(o, st, delta_rule_prefill_chunked_f16_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
+           P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase));
+  if (chunked_f16(o)) /* its records are its own: both phases (phase 0 by its _prep entry where there) */
     LAUNCH(o, st, delta_rule_prefill_chunked_f16, (uint32_t)grid, 1, P(out), P(qkv), P(g),
            P(beta), P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv),
            U(phase));
