@@ -98,6 +98,13 @@ static void describe_gemm(FILE *out, const char *label, gemm_path_fn path, const
   fputc('\n', out);
 }
 
+/* Whether a 4096-token prefill takes the one in_proj launch with mixed in IEEE half for the
+ * half conv (mixer.c).  have16: the layer has its fp16 in_proj.  The scratch is 256-byte
+ * aligned: 0 stands for its pointers. */
+static int audit_mixed_half(const metrale_ops *o, const qwen3_ssm_dims *d, int have16) {
+  return have16 && qwen3_ssm_one_in_proj(o, d, 4096) && metrale_ops_mixed_half_fits(o, 0, 0, 4096, d->C, d->dk);
+}
+
 /* in_proj at decode 1, 8, 64 and 256 (all P rows: fp16 x where the layer has in_proj16 and
  * the batch fills gemm_f16_ws's tiles, mixer.c) and at a 4096-token prefill: all of it in one
  * GEMM (gemm_f16_ws_cols3) where the layer takes that, else its q|k|v (describe_prefill_proj
@@ -110,8 +117,7 @@ static void describe_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int 
             have16 && metrale_ops_f16_gemm_fits(o, rows[i], d->P, d->H) ? "gemm_f16_ws"
                                                                          : metrale_ops_gemm_f32in_path(o, rows[i], d->P, d->H));
   if (have16 && qwen3_ssm_one_in_proj(o, d, 4096))
-    fprintf(out, " / gemm.%s (all of it)\n",
-            metrale_ops_mixed_half_fits(o, 0, 0, 4096, d->C, d->dk) ? "gemm_f16_ws_cols3q" : "gemm_f16_ws_cols3");
+    fprintf(out, " / gemm.%s (all of it)\n", audit_mixed_half(o, d, have16) ? "gemm_f16_ws_cols3q" : "gemm_f16_ws_cols3");
   else
     fprintf(out, " / gemm.%s (its q|k|v)\n",
             have16 && metrale_ops_f16_gemm_fits(o, 4096, d->C, d->H) ? "gemm_f16_ws"
@@ -143,8 +149,7 @@ static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d,
   const uint32_t nvdv = d->nv * d->dv;
   static const char f16[] = "gemm_f16_ws (fp16 x from elementwise.f32_to_f16, in_proj in fp16)";
   if (have16 && qwen3_ssm_one_in_proj(o, d, 4096)) {
-    /* the scratch is 256-byte aligned: 0 stands for it */
-    const int half = metrale_ops_mixed_half_fits(o, 0, 0, 4096, d->C, d->dk);
+    const int half = audit_mixed_half(o, d, have16);
     fprintf(out, "  %-31sgemm.%s (one launch into mixed%s, z and [b | a]; fp16 x from "
                  "elementwise.f32_to_f16, in_proj in fp16), then gdn.gates_ba\n", "q|k|v, z, b|a, prefill 4096:",
             half ? "gemm_f16_ws_cols3q" : "gemm_f16_ws_cols3",
@@ -229,8 +234,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   describe_prefill_proj(o, d, L->w.in_proj16 != 0, L->f16_off, out);
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
-          metrale_ops_conv1d_prefill_path(o, L->w.in_proj16 && qwen3_ssm_one_in_proj(o, d, 4096) &&
-                                                 metrale_ops_mixed_half_fits(o, 0, 0, 4096, d->C, d->dk)));
+          metrale_ops_conv1d_prefill_path(o, audit_mixed_half(o, d, L->w.in_proj16 != 0)));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
           metrale_ops_delta_rule_prefill_path(o, d->dk, d->dv));
   fprintf(out, "  q/k l2norm / gated norm:       gdn.%s%s / norm.%s\n",
