@@ -93,12 +93,17 @@ static metrale_status scratch_alloc(float **out, int *out_per, uint32_t dk, uint
   return METRALE_OK;
 }
 
-/* Runs tokens [t0, t1) of one sequence on value head h from state slot. */
-static void delta_sequence(metrale_bf16 *o, const float *qkv, const float *g,
+static size_t conv_width(uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
+  return 2 * (size_t)nk * dk + (size_t)nv * dv; /* C */
+}
+
+/* Runs tokens [t0, t1) of one sequence on value head h from state slot; token t's v of the
+ * head at v + t*ldv + h*dv (qkv's value columns: v = qkv + 2*nk*dk, ldv = C). */
+static void delta_sequence(metrale_bf16 *o, const float *qkv, const float *v, size_t ldv, const float *g,
                            const float *beta, float *state, int32_t slot, int64_t t0, int64_t t1,
                            uint32_t h, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv,
                            float *scratch) {
-  size_t c = 2 * (size_t)nk * dk + (size_t)nv * dv;
+  size_t c = conv_width(nk, nv, dk, dv);
   uint32_t kh = h / (nv / nk); /* grouped: value head h reads key head h / r */
   size_t sz = (size_t)dk * dv;
   float *S;
@@ -112,7 +117,7 @@ static void delta_sequence(metrale_bf16 *o, const float *qkv, const float *g,
   for (int64_t t = t0; t < t1; t++) {
     const float *row = qkv + (size_t)t * c;
     delta_step(S, o + ((size_t)t * nv + h) * dv, row + (size_t)kh * dk,
-               row + (size_t)nk * dk + (size_t)kh * dk, row + 2 * (size_t)nk * dk + (size_t)h * dv,
+               row + (size_t)nk * dk + (size_t)kh * dk, v + (size_t)t * ldv + (size_t)h * dv,
                g[(size_t)t * nv + h], beta[(size_t)t * nv + h], dk, dv, kd);
   }
 }
@@ -129,17 +134,18 @@ metrale_status cpu_delta_rule_decode(metrale_bf16 *o, const float *qkv, const fl
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < work; i++) {
     float *mine = scratch + (size_t)per * omp_get_thread_num();
-    delta_sequence(o, qkv, g, beta, state, slots[i / nv], i / nv, i / nv + 1, (uint32_t)(i % nv),
-                   nk, nv, dk, dv, mine);
+    delta_sequence(o, qkv, qkv + 2 * (size_t)nk * dk, conv_width(nk, nv, dk, dv), g, beta, state,
+                   slots[i / nv], i / nv, i / nv + 1, (uint32_t)(i % nv), nk, nv, dk, dv, mine);
   }
   free(scratch);
   return METRALE_OK;
 }
 
-metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const float *qkv, const float *g,
-                                      const float *beta, float *state, const int32_t *cu_seqlens,
-                                      const int32_t *slots, uint32_t s, uint32_t nk, uint32_t nv,
-                                      uint32_t dk, uint32_t dv) {
+/* The prefill with token t's v of head h at v + t*ldv + h*dv. */
+static metrale_status prefill_v(metrale_bf16 *o, const float *qkv, const float *v, size_t ldv, const float *g,
+                                const float *beta, float *state, const int32_t *cu_seqlens,
+                                const int32_t *slots, uint32_t s, uint32_t nk, uint32_t nv, uint32_t dk,
+                                uint32_t dv) {
   if (s == 0 || nv == 0) return METRALE_OK;
   float *scratch;
   int per;
@@ -149,11 +155,19 @@ metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const float *qkv, const f
   for (int64_t i = 0; i < work; i++) {
     float *mine = scratch + (size_t)per * omp_get_thread_num();
     int64_t seq = i / nv;
-    delta_sequence(o, qkv, g, beta, state, slots[seq], cu_seqlens[seq], cu_seqlens[seq + 1],
+    delta_sequence(o, qkv, v, ldv, g, beta, state, slots[seq], cu_seqlens[seq], cu_seqlens[seq + 1],
                    (uint32_t)(i % nv), nk, nv, dk, dv, mine);
   }
   free(scratch);
   return METRALE_OK;
+}
+
+metrale_status cpu_delta_rule_prefill(metrale_bf16 *o, const float *qkv, const float *g,
+                                      const float *beta, float *state, const int32_t *cu_seqlens,
+                                      const int32_t *slots, uint32_t s, uint32_t nk, uint32_t nv,
+                                      uint32_t dk, uint32_t dv) {
+  return prefill_v(o, qkv, qkv + 2 * (size_t)nk * dk, conv_width(nk, nv, dk, dv), g, beta, state, cu_seqlens,
+                   slots, s, nk, nv, dk, dv);
 }
 
 /* nv must be a multiple of nk: value head h reads key head h / (nv / nk). */
@@ -231,11 +245,64 @@ metrale_status cpu_k_delta_rule_prefill_chunked(const gpu_arg *args) {
                                 cpu_arg_u(args, 10), cpu_arg_u(args, 11), cpu_arg_u(args, 12));
 }
 
-/* delta_rule_prefill_chunked_f16's phase 0 alone: the cpu's f16 kernel (delta_rule_prefill_chunked's
- * code) does all of the op in phase 1, so phase 0 only checks its arguments; phase 1 is refused. */
+/* delta_rule_prefill_chunked_f16 and its phase-0 entries.  The cpu runs the recurrence in f32
+ * (the contract's accuracy bounds it) in phase 1; its records are the tokens' v, f32 [T, nv*dv]
+ * from the start of ws (NC*nv*147584 bytes hold them: NC*64 >= T and dv <= 128), written by
+ * phase 0 from qkv's value columns or, for _prep_vh, widened from vh. */
+#define F16_DK_DV_MAX 128u
+static metrale_status f16_checks(const char *kernel, const gpu_arg *args, int phase0_only) {
+  const uint32_t phase = cpu_arg_u(args, 13), nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10),
+                 dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
+  if (phase > 1 || (phase0_only && phase != 0))
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (%s)", kernel, phase, phase0_only ? "only 0" : "0 or 1");
+  if (dk > F16_DK_DV_MAX || dv > F16_DK_DV_MAX || dk % 8 || dv % 8)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u, dv = %u (multiples of 8 up to %u)", kernel, dk, dv,
+                         F16_DK_DV_MAX);
+  return check_heads(kernel, nk, nv);
+}
+
+/* The tokens of s sequences (cu_seqlens[s], 0 when negative). */
+static size_t tokens_of(const gpu_arg *args) {
+  const uint32_t s = cpu_arg_u(args, 8);
+  const int32_t *cu = cpu_arg_p(args, 5);
+  return s && cu[s] > 0 ? (size_t)cu[s] : 0u;
+}
+
+/* phase 0: the records from qkv's value columns */
+static void f16_records(const gpu_arg *args) {
+  const uint32_t nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
+  const size_t t = tokens_of(args), c = conv_width(nk, nv, dk, dv), nvdv = (size_t)nv * dv;
+  const float *qkv = cpu_arg_p(args, 1);
+  float *rec = cpu_arg_p(args, 7);
+  for (size_t tok = 0; tok < t; tok++) memcpy(rec + tok * nvdv, qkv + tok * c + 2 * (size_t)nk * dk, nvdv * sizeof *rec);
+}
+
+metrale_status cpu_k_delta_rule_prefill_chunked_f16(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(f16_checks("delta_rule_prefill_chunked_f16", args, 0));
+  if (cpu_arg_u(args, 13) == 0) {
+    f16_records(args);
+    return METRALE_OK;
+  }
+  const uint32_t nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
+  return prefill_v(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 7), (size_t)nv * dv, cpu_arg_p(args, 2),
+                   cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_p(args, 6),
+                   cpu_arg_u(args, 8), nk, nv, dk, dv);
+}
+
 metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep(const gpu_arg *args) {
-  const uint32_t phase = cpu_arg_u(args, 13);
-  if (phase != 0)
-    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_f16_prep: phase %u (only 0)", phase);
-  return check_heads("delta_rule_prefill_chunked_f16_prep", cpu_arg_u(args, 9), cpu_arg_u(args, 10));
+  METRALE_RETURN_IF_ERROR(f16_checks("delta_rule_prefill_chunked_f16_prep", args, 1));
+  f16_records(args);
+  return METRALE_OK;
+}
+
+/* the records widened from vh [T, nv*dv] (argument 14) */
+metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep_vh(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(f16_checks("delta_rule_prefill_chunked_f16_prep_vh", args, 1));
+  if ((uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_f16_prep_vh: needs a 16-byte aligned vh");
+  const size_t n = tokens_of(args) * cpu_arg_u(args, 10) * cpu_arg_u(args, 12);
+  const uint16_t *vh = cpu_arg_p(args, 14);
+  float *rec = cpu_arg_p(args, 7);
+  for (size_t i = 0; i < n; i++) rec[i] = metrale_f16_to_f32(vh[i]);
+  return METRALE_OK;
 }

@@ -375,10 +375,7 @@ metrale_status cpu_k_gemm_f16_ws_cols3q(const gpu_arg *args) {
   metrale_status s = gemm_f16_cols(y, n, cpu_arg_p(args, 3), cpu_arg_p(args, 4), m, cpu_arg_u(args, 9),
                                    "gemm_f16_ws_cols3q");
   if (s == METRALE_OK)
-    for (size_t i = 0; i < n0; i++) {
-      const float v = y0[i];
-      h[i] = metrale_f32_to_f16(isnan(v) ? v : v > 65504.0f ? 65504.0f : v < -65504.0f ? -65504.0f : v);
-    }
+    for (size_t i = 0; i < n0; i++) h[i] = metrale_f32_to_f16_sat(y0[i]);
   free(y0);
   return s;
 }

@@ -181,8 +181,9 @@ MK_CHECK(conv1d_prefill_tiled, conv);
 namespace {
 constexpr unsigned kV = 4;                                     /* channels a thread of conv1d_prefill_l2norm */
 constexpr unsigned kL2ConvBlock = mk_block("conv1d_prefill_l2norm"); /* threads */
-static_assert(kV * kL2ConvBlock == 1024u && mk_block("conv1d_prefill_l2norm_xh") == kL2ConvBlock,
-              "kernels.def: 1024 channels a block, both forms");
+static_assert(kV * kL2ConvBlock == 1024u && mk_block("conv1d_prefill_l2norm_xh") == kL2ConvBlock &&
+                  mk_block("conv1d_prefill_l2norm_xhv") == kL2ConvBlock,
+              "kernels.def: 1024 channels a block, all three forms");
 /* tokens a thread has loads out for: 4 at three blocks an SM (80 registers); 6 and 8 at two
  * blocks an SM (103 and 118) were no faster at 4096 tokens and 1-2 % at 16384 (part 16) */
 constexpr unsigned kRing = 4;
@@ -226,6 +227,35 @@ struct qk_norm {
   }
 };
 
+/* Where a thread's 4 channels go a token: f32 into y (16-byte stores), or, with VH, IEEE
+ * half into vh (8-byte stores: the value channels of conv1d_prefill_l2norm_xhv, rounded to
+ * nearest even and saturated at +-65504 by one cvt a pair).  base is the first token's row at
+ * the thread's channels, ld the bytes between rows. */
+template <bool VH> struct out4 {
+  char *base;
+  size_t ld;
+  bool half; /* VH only: this thread's channels are value channels */
+  __device__ __forceinline__ char *row(long t) const { return base + (size_t)t * ld; }
+  __device__ __forceinline__ void put(char *p, const float4 &v) const {
+#if !defined(__HIPCC__)
+    if (VH && half) {
+      uint32_t lo, hi;
+      asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(v.y), "f"(v.x));
+      asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(v.w), "f"(v.z));
+      *reinterpret_cast<uint2 *>(p) = make_uint2(lo, hi);
+      return;
+    }
+#else
+    if (VH && half) {
+      auto h = [](float f) { return (uint32_t)f32_to_f16_bits(f > 65504.0f ? 65504.0f : f < -65504.0f ? -65504.0f : f); };
+      *reinterpret_cast<uint2 *>(p) = make_uint2(h(v.x) | h(v.y) << 16, h(v.z) | h(v.w) << 16);
+      return;
+    }
+#endif
+    *reinterpret_cast<float4 *>(p) = v; /* f32 out, not rounded */
+  }
+};
+
 /* conv_span on the 4 channels ch..ch+3 of this thread (16-byte loads and stores of x and y, or
  * 8-byte loads where X is uint16_t: x in IEEE half, widened exactly; the state, [K-1] f32 a
  * channel, element by element), each channel's sums in conv_span's order.
@@ -233,8 +263,8 @@ struct qk_norm {
  * tokens in the same order (the spans are the block's), so norm may shuffle across a warp.
  * live: the channels exist (ch < C); a thread past C runs the loop for the shuffles and
  * touches no memory. */
-template <typename X, typename Norm>
-__device__ void conv_span4(float *__restrict__ y, const X *__restrict__ x, const bf16 *__restrict__ w,
+template <typename X, bool VH, typename Norm>
+__device__ void conv_span4(const out4<VH> &out, const X *__restrict__ x, const bf16 *__restrict__ w,
                            float *__restrict__ st, long t0, long t1, long a, long e, bool own, unsigned c,
                            unsigned ch, unsigned kw, bool live, const Norm &norm) {
   const long hist = (long)kw - 1;
@@ -256,9 +286,9 @@ __device__ void conv_span4(float *__restrict__ y, const X *__restrict__ x, const
       st[i] = v.x, st[hist + i] = v.y, st[2 * hist + i] = v.z, st[3 * hist + i] = v.w;
     }
   };
-  auto emit = [&](float *yo, float4 acc) {
+  auto emit = [&](char *yo, float4 acc) {
     const float4 v = norm(make_float4(silu_fast(acc.x), silu_fast(acc.y), silu_fast(acc.z), silu_fast(acc.w)));
-    if (live) *reinterpret_cast<float4 *>(yo) = v; /* f32 out, not rounded */
+    if (live) out.put(yo, v);
   };
   if (kw != 4) { /* the general width: the window read back from memory a token */
     for (long t = a; t < e; t++) {
@@ -270,7 +300,7 @@ __device__ void conv_span4(float *__restrict__ y, const X *__restrict__ x, const
         acc.z += wt(2, j) * v.z;
         acc.w += wt(3, j) * v.w;
       }
-      emit(y + (size_t)t * cs + ch, acc);
+      emit(out.row(t), acc);
     }
     write_state();
     return;
@@ -283,7 +313,7 @@ __device__ void conv_span4(float *__restrict__ y, const X *__restrict__ x, const
    * below then holds no registers for the state's pointer and span */
   write_state();
   /* one token: its output from the window h0 h1 h2 xt, the window moved on by one */
-  auto step = [&](const float4 &xt, float *yo) {
+  auto step = [&](const float4 &xt, char *yo) {
     float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
     acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
     acc.x += wj[1].x * h1.x; acc.y += wj[1].y * h1.y; acc.z += wj[1].z * h1.z; acc.w += wj[1].w * h1.w;
@@ -301,7 +331,7 @@ __device__ void conv_span4(float *__restrict__ y, const X *__restrict__ x, const
    * checked each token were half its instructions (docs/perf-prefill.md, part 16).  Two
    * buffers of 4 (one computed, one loading) spilled at three blocks an SM. */
   const X *xp = x + (size_t)a * cs + ch;     /* the next load's row; read only where live */
-  float *yp = y + (size_t)a * cs + ch;       /* the next output's row */
+  char *yp = out.row(a);                     /* the next output's row */
   int n = (int)(e - a);                      /* tokens left */
   using R = decltype(ld_raw(xp));
   R xs[kRing];
@@ -309,29 +339,31 @@ __device__ void conv_span4(float *__restrict__ y, const X *__restrict__ x, const
   for (int i = 0; i < (int)kRing; i++, xp += cs) xs[i] = live && i < n ? ld_raw(xp) : raw_zero<R>();
   for (; n >= (int)kRing; n -= (int)kRing) {
 #pragma unroll
-    for (int i = 0; i < (int)kRing; i++, xp += cs, yp += cs) {
+    for (int i = 0; i < (int)kRing; i++, xp += cs, yp += out.ld) {
       const float4 xt = widen(xs[i]);
       xs[i] = live && i + (int)kRing < n ? ld_raw(xp) : raw_zero<R>();
       step(xt, yp);
     }
   }
 #pragma unroll
-  for (int i = 0; i + 1 < (int)kRing; i++, yp += cs)
+  for (int i = 0; i + 1 < (int)kRing; i++, yp += out.ld)
     if (i < n) step(widen(xs[i]), yp);
 }
 
 }  // namespace
 
 namespace {
-/* conv1d_prefill_l2norm's body on x of element type X (f32, or IEEE half for _xh) */
-template <typename X>
-__device__ __forceinline__ void conv_l2norm_body(float *__restrict__ y, const X *__restrict__ x,
+/* conv1d_prefill_l2norm's body on x of element type X (f32, or IEEE half for _xh and _xhv); with
+ * VH the value channels go to vh in half (_xhv), else to y. */
+template <typename X, bool VH = false>
+__device__ __forceinline__ void conv_l2norm_body(float *__restrict__ y, uint16_t *__restrict__ vh, const X *__restrict__ x,
                                                  const bf16 *__restrict__ w, float *__restrict__ state,
                                                  const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
                                                  unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
   /* shapes the launch rules reject (kernels/cuda/launch_rules.c): do nothing, uniformly */
   if (s == 0 || kw == 0 || c % kV != 0 || dk < kV || dk > 32u * kV || (dk & (dk - 1u)) != 0 ||
-      (sizeof(X) == 4 ? !aligned16(x) : (uintptr_t)x % 8u != 0) || !aligned16(y))
+      (sizeof(X) == 4 ? !aligned16(x) : (uintptr_t)x % 8u != 0) || !aligned16(y) ||
+      (VH && ((uintptr_t)vh % 8u != 0 || 2 * (size_t)nk * dk > c)))
     return;
   const unsigned ch = (blockIdx.x * kL2ConvBlock + threadIdx.x) * kV;
   const bool live = ch < c;
@@ -342,6 +374,12 @@ __device__ __forceinline__ void conv_l2norm_body(float *__restrict__ y, const X 
   norm.qk = qk;
   norm.warp_qk = __any_sync(0xffffffffu, qk); /* skipping: 330 -> 321 us at 16384 tokens (part 5) */
   norm.sc_extra = ch < (size_t)nk * dk ? 1.0f / sqrtf((float)dk) : 1.0f;
+  out4<VH> out;
+  out.half = VH && !qk;
+  if (out.half) /* vh [T, C - 2*nk*dk] */
+    out.base = reinterpret_cast<char *>(vh + (ch - qk_end)), out.ld = (c - qk_end) * sizeof(uint16_t);
+  else
+    out.base = reinterpret_cast<char *>(y + ch), out.ld = (size_t)c * sizeof(float);
   /* tokens [by T / G, (by + 1) T / G) of the G = gridDim.y blocks along y (T = cu_seqlens[s]) */
   const long T = cu_seqlens[s] > 0 ? cu_seqlens[s] : 0, G = gridDim.y, hist = (long)kw - 1;
   const long a = (long)((uint64_t)blockIdx.y * (uint64_t)T / (uint64_t)G),
@@ -349,7 +387,7 @@ __device__ __forceinline__ void conv_l2norm_body(float *__restrict__ y, const X 
   tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
     const int slot = slots[seq];
     float *st = slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist;
-    conv_span4(y, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
+    conv_span4(out, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
   });
 }
 }  // namespace
@@ -369,7 +407,7 @@ extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm"), 
 conv1d_prefill_l2norm(float *__restrict__ y, const float *__restrict__ x, const bf16 *__restrict__ w,
                       float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
                       unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
-  conv_l2norm_body(y, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
+  conv_l2norm_body(y, nullptr, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
 }
 MK_CHECK(conv1d_prefill_l2norm, conv);
 
@@ -380,9 +418,20 @@ extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm_xh"
 conv1d_prefill_l2norm_xh(float *__restrict__ y, const uint16_t *__restrict__ x, const bf16 *__restrict__ w,
                          float *__restrict__ state, const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
                          unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
-  conv_l2norm_body(y, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
+  conv_l2norm_body(y, nullptr, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
 }
 MK_CHECK(conv1d_prefill_l2norm_xh, conv);
+
+/* conv1d_prefill_l2norm_xh with the value channels stored in IEEE half to vh [T, C - 2*nk*dk]
+ * (for delta_rule_prefill_chunked_f16_prep_vh, whose fp16 products round v anyway): at 4096
+ * tokens of the a3b shape 17 MB of stores less, where _xh writes v's 34 MB in f32. */
+extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm_xhv"), 3)
+conv1d_prefill_l2norm_xhv(float *__restrict__ y, uint16_t *__restrict__ vh, const uint16_t *__restrict__ x,
+                          const bf16 *__restrict__ w, float *__restrict__ state, const int *__restrict__ cu_seqlens,
+                          const int *__restrict__ slots, unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
+  conv_l2norm_body<uint16_t, true>(y, vh, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
+}
+MK_CHECK(conv1d_prefill_l2norm_xhv, conv);
 
 MK_KERNEL(conv1d_update)(float *__restrict__ y, const float *__restrict__ x,
                          const bf16 *__restrict__ w, float *__restrict__ state,

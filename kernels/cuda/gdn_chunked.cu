@@ -447,11 +447,26 @@ struct slabs {
   __device__ __forceinline__ unsigned first_col(unsigned sl) const { return 64 * (sl < nsk ? sl : sl - nsk); }
 };
 
-/* This thread's 8 float4 of slab sl, zero past L tokens and past dk / dv. */
+/* This thread's 8 float4 of slab sl, zero past L tokens and past dk / dv.  VH: V's slabs are
+ * IEEE half (sb.V the chunk's first row of vh [T, nv*dv] at the head): 4 loads of 8 halves,
+ * each uint4 kept raw in a float4 (rows i / 8, columns 8 (i % 8)) and widened where it is
+ * stored to shared memory. */
+template <bool VH = false>
 __device__ __forceinline__ void load_slab(float4 v[8], unsigned sl, const slabs &sb, unsigned L,
                                           const shape &p, unsigned tid) {
   const unsigned kind = sb.kind(sl), cs = sb.first_col(sl), lim = kind == 1 ? p.dv : p.dk;
   const float *src = kind == 0 ? sb.K : sb.V;
+  if (VH && kind == 1) {
+    const uint16_t *vh = reinterpret_cast<const uint16_t *>(src);
+    const size_t ld = (size_t)p.nv * p.dv;
+#pragma unroll
+    for (unsigned u = 0; u < 4; u++) {
+      const unsigned i = tid + kBlock * u, r = i / 8, c = cs + 8 * (i % 8); /* dv % 8 == 0 */
+      const uint4 q = r < L && c < lim ? __ldg(reinterpret_cast<const uint4 *>(vh + r * ld + c)) : make_uint4(0, 0, 0, 0);
+      v[u] = make_float4(__uint_as_float(q.x), __uint_as_float(q.y), __uint_as_float(q.z), __uint_as_float(q.w));
+    }
+    return;
+  }
 #pragma unroll
   for (unsigned u = 0; u < 8; u++) {
     const unsigned i = tid + kBlock * u, r = i / 16, c = cs + 4 * (i % 16);
@@ -474,10 +489,13 @@ __device__ __forceinline__ int shift_into(float mx, int lo) {
 }
 }  // namespace f16
 
-template <bool F16 = false>
+/* Phase 0 of one (chunk, value head): the record.  F16: the fp16 core's record; VH (with F16):
+ * V from vh IEEE half [T, nv*dv] instead of qkv's value columns. */
+template <bool F16 = false, bool VH = false>
 __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
                                            const float *beta, const int *cu, float *wsf,
-                                           const shape &p) {
+                                           const shape &p, const uint16_t *vh = nullptr) {
+  static_assert(F16 || !VH, "V in half only for the fp16 record");
   const unsigned h = blockIdx.x % p.nv;
   const size_t j = blockIdx.x / p.nv;
   unsigned lo = 0, hi = p.s - 1; /* the last sequence whose chunks start at or before j */
@@ -660,10 +678,10 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 
   /* The first slab of W's and U's right factors (below) is loaded during the inverse. */
   slabs sb;
-  sb.K = K, sb.V = V;
+  sb.K = K, sb.V = VH ? reinterpret_cast<const float *>(vh + t0 * p.nv * p.dv + (size_t)h * p.dv) : V;
   sb.nsk = (p.dk + 63) / 64, sb.nsv = (p.dv + 63) / 64, sb.n = sb.nsk + sb.nsv;
   float4 slab[8];
-  load_slab(slab, 0, sb, L, p, l.tid);
+  load_slab<VH>(slab, 0, sb, L, p, l.tid);
 
   /* T = (I + A)^-1 in 16x16 blocks (T_ii, T_ij for i > j; block rows and columns of 16
    * tokens), f32 throughout.  First the four diagonal blocks at once, T_ii = (I + A_ii)^-1
@@ -750,21 +768,37 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
 #pragma unroll 1
   for (unsigned sl = 0; sl < sb.n; sl++) {
     const unsigned kind = sb.kind(sl), cs = sb.first_col(sl);
-    if (F16 && kind == 1) { /* the warps' largest |V| of the slab into eg (free since Qs) */
+    if (VH && kind == 1) { /* 8 halves a load widened into As, the warps' largest |V| into eg */
       float m = 0.0f;
 #pragma unroll
-      for (unsigned u = 0; u < 8; u++)
-        m = fmaxf(m, fmaxf(fmaxf(fabsf(slab[u].x), fabsf(slab[u].y)), fmaxf(fabsf(slab[u].z), fabsf(slab[u].w))));
+      for (unsigned u = 0; u < 4; u++) {
+        const unsigned i = l.tid + kBlock * u, r = i / 8, c = 8 * (i % 8);
+        const float2 a = f16x2_to_f32(__float_as_uint(slab[u].x)), b = f16x2_to_f32(__float_as_uint(slab[u].y)),
+                     d = f16x2_to_f32(__float_as_uint(slab[u].z)), e = f16x2_to_f32(__float_as_uint(slab[u].w));
+        m = fmaxf(m, fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(b.x), fabsf(b.y))),
+                           fmaxf(fmaxf(fabsf(d.x), fabsf(d.y)), fmaxf(fabsf(e.x), fabsf(e.y)))));
+        *reinterpret_cast<float4 *>(As + r * kLdA + c) = make_float4(a.x, a.y, b.x, b.y);
+        *reinterpret_cast<float4 *>(As + r * kLdA + c + 4) = make_float4(d.x, d.y, e.x, e.y);
+      }
       m = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
       if (lane == 0) eg[l.w] = m;
-    }
+    } else {
+      if (F16 && kind == 1) { /* the warps' largest |V| of the slab into eg (free since Qs) */
+        float m = 0.0f;
 #pragma unroll
-    for (unsigned u = 0; u < 8; u++) {
-      const unsigned i = l.tid + kBlock * u, r = i / 16, c = 4 * (i % 16);
-      *reinterpret_cast<float4 *>(As + r * kLdA + c) = slab[u];
+        for (unsigned u = 0; u < 8; u++)
+          m = fmaxf(m, fmaxf(fmaxf(fabsf(slab[u].x), fabsf(slab[u].y)), fmaxf(fabsf(slab[u].z), fabsf(slab[u].w))));
+        m = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
+        if (lane == 0) eg[l.w] = m;
+      }
+#pragma unroll
+      for (unsigned u = 0; u < 8; u++) {
+        const unsigned i = l.tid + kBlock * u, r = i / 16, c = 4 * (i % 16);
+        *reinterpret_cast<float4 *>(As + r * kLdA + c) = slab[u];
+      }
     }
     __syncthreads();
-    if (sl + 1 < sb.n) load_slab(slab, sl + 1, sb, L, p, l.tid);
+    if (sl + 1 < sb.n) load_slab<VH>(slab, sl + 1, sb, L, p, l.tid);
     const unsigned kt = cs / 16 + l.w; /* the warp's 16-column tile of K or V */
     const float *scl = kind == 0 ? sw : bs;
     float acc[4][2][4];
@@ -1239,6 +1273,25 @@ delta_rule_prefill_chunked_f16_prep(bf16 *o, const float *qkv, const float *g, c
   prep_chunk<true>(reinterpret_cast<float *>(smem_f16p), qkv, g, beta, cu_seqlens, ws, p);
 }
 MK_CHECK(delta_rule_prefill_chunked_f16_prep, gdn_chunked);
+
+/* delta_rule_prefill_chunked_f16_prep on v in IEEE half from vh (conv1d_prefill_l2norm_xhv): its
+ * V slabs are half the bytes, widened exactly on their way to shared memory, so the record is
+ * the one the f32 values of those halves give. */
+static_assert(mk_block("delta_rule_prefill_chunked_f16_prep_vh") == kBlock &&
+                  mk_shared("delta_rule_prefill_chunked_f16_prep_vh") == mk_shared("delta_rule_prefill_chunked_f16"),
+              "kernels.def: the f16 kernel's block and shared memory");
+extern "C" __global__ void __launch_bounds__(kBlock, 3)
+delta_rule_prefill_chunked_f16_prep_vh(bf16 *o, const float *qkv, const float *g, const float *beta,
+                                       float *state, const int *cu_seqlens, const int *slots, float *ws,
+                                       unsigned s, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
+                                       unsigned phase, const uint16_t *vh) {
+  (void)o, (void)state, (void)slots;
+  extern __shared__ __align__(128) unsigned char smem_f16v[];
+  shape p;
+  if (phase != 0 || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv)) return;
+  prep_chunk<true, true>(reinterpret_cast<float *>(smem_f16v), qkv, g, beta, cu_seqlens, ws, p, vh);
+}
+MK_CHECK(delta_rule_prefill_chunked_f16_prep_vh, gdn_chunked);
 #endif
 
 #endif

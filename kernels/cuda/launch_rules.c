@@ -37,19 +37,25 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   }
   if (strcmp(k, "gdn_decode_pair35") == 0 && (args[metrale_kernel_arg_index(info, "state")].v.ptr & 15u) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned state", k);
-  if (strcmp(k, "conv1d_prefill_l2norm") == 0 || strcmp(k, "conv1d_prefill_l2norm_xh") == 0) {
+  if (strncmp(k, "conv1d_prefill_l2norm", 21) == 0) { /* and its _xh, _xhv forms */
     uint32_t c = u32_arg(info, args, "c"), dk = u32_arg(info, args, "dk"), nk = u32_arg(info, args, "nk");
-    int y = metrale_kernel_arg_index(info, "y"), x = metrale_kernel_arg_index(info, "x");
-    const uint64_t xa = strcmp(k, "conv1d_prefill_l2norm_xh") == 0 ? 7u : 15u; /* 4 halves or 4 floats */
+    int y = metrale_kernel_arg_index(info, "y"), x = metrale_kernel_arg_index(info, "x"),
+        vh = metrale_kernel_arg_index(info, "vh");
+    const uint64_t xa = strcmp(k, "conv1d_prefill_l2norm") == 0 ? 15u : 7u; /* 4 floats or 4 halves */
     if (c % 4 != 0 || dk < 4 || dk > 128 || (dk & (dk - 1)) != 0 || 2 * (uint64_t)nk * dk > c ||
-        (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & xa) != 0)
+        (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & xa) != 0 || (vh >= 0 && (args[vh].v.ptr & 7u) != 0))
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs C %% 4 == 0 (C = %u), dk a power of two in [4, 128] "
-                           "(dk = %u), 2*nk*dk <= C (nk = %u), a %u-byte aligned x and a 16-byte aligned y", k,
-                           c, dk, nk, (unsigned)xa + 1u);
+                           "(dk = %u), 2*nk*dk <= C (nk = %u), a %u-byte aligned x, a 16-byte aligned y%s", k,
+                           c, dk, nk, (unsigned)xa + 1u, vh >= 0 ? " and an 8-byte aligned vh" : "");
   }
-  if (strcmp(k, "delta_rule_prefill_chunked_f16_prep") == 0 && u32_arg(info, args, "phase") != 0)
-    return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only 0: phase 1 is delta_rule_prefill_chunked_f16's)", k,
-                         u32_arg(info, args, "phase"));
+  if (strncmp(k, "delta_rule_prefill_chunked_f16_prep", 35) == 0) { /* and _prep_vh */
+    int vh = metrale_kernel_arg_index(info, "vh");
+    if (u32_arg(info, args, "phase") != 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only 0: phase 1 is delta_rule_prefill_chunked_f16's)", k,
+                           u32_arg(info, args, "phase"));
+    if (vh >= 0 && (args[vh].v.ptr & 15u) != 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned vh", k);
+  }
   if (has(info, "kw") && u32_arg(info, args, "kw") == 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: kw must be >= 1", k);
   if (strcmp(k, "moe_topk") == 0 && has(info, "e") && u32_arg(info, args, "e") == 0 && u32_arg(info, args, "t") != 0)

@@ -150,8 +150,10 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
       gpu_dim3 grid = l->grid;
       metrale_kernel_id id = l->id;
       gpu_kernel k = kernel;
+      uint32_t nargs = l->nargs;
       if (l->nphase) {
         grid = l->phase_grid[p];
+        if (l->phase_nargs[p]) nargs = l->phase_nargs[p] < nargs ? l->phase_nargs[p] : nargs;
         args[l->phase_arg] = gpu_arg_u32(p);
         if (l->phase_id[p] != l->id) { /* the other kernel of a pair, looked up here */
           id = l->phase_id[p];
@@ -164,7 +166,7 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
           }
         }
       }
-      CF_CHECK_STATUS(ctx, metrale_launch(dev, id, k, grid, NULL, args, l->nargs), what);
+      CF_CHECK_STATUS(ctx, metrale_launch(dev, id, k, grid, NULL, args, nargs), what);
     }
     CF_CHECK_STATUS(ctx, be->vt->sync(be), what);
   }

@@ -57,10 +57,13 @@ typedef struct cf_launch {
   /* A kernel whose op is several launches in order (a phase argument): with nphase > 0,
    * cf_run launches it nphase times, launch p with phase_grid[p] and scalar argument
    * phase_arg set to p, before anything is checked; launch p runs kernel phase_id[p]
-   * (cf_launch_init sets them all to id; a kernel whose phases pair with another's). */
+   * (cf_launch_init sets them all to id; a kernel whose phases pair with another's) with the
+   * first phase_nargs[p] arguments (0: all of them; for a pair whose kernel of one phase takes
+   * the other's arguments and more after them). */
   uint32_t nphase, phase_arg;
   gpu_dim3 phase_grid[4];
   metrale_kernel_id phase_id[4];
+  uint32_t phase_nargs[4];
 } cf_launch;
 
 /* Opens the backend under test (and the oracle); skips the test when it is

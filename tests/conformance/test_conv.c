@@ -50,12 +50,22 @@ static void ref_l2norm(double *y, uint32_t t, uint32_t c, uint32_t nk, uint32_t 
     }
 }
 
+/* x is drawn from [-2, 2] times this (1 but in conv1d_prefill_l2norm_xhv's saturating case) */
+static float x_scale = 1.0f;
+/* vh (IEEE half) against the exact outputs: each rounded once, at most 2^-11 relative (NMSE at
+ * most 2.4e-7); against the cpu oracle: where the two f32 outputs straddle a rounding midpoint
+ * the halves differ by a step, 2^-10 relative (as gemm_f16_ws_cols3q's y0, test_gemm.c). */
+#define TOL_HALF 3e-7
+#define TOL_HALF_ORACLE 1e-6
+
 /* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each).
  * tiled: 1 conv1d_prefill_tiled, whose grid runs over blocks of 64 tokens; 2
  * conv1d_prefill_l2norm (1024 channels a block, T / gy tokens: gy blocks along the tokens,
  * 0 for ceil(T/64)), which also normalises the nk q and nk k heads of dk channels; 3
  * conv1d_prefill_l2norm_xh, the same on x in IEEE half (the reference takes the halves' values,
- * and the state, which holds widened inputs, stays exact). */
+ * and the state, which holds widened inputs, stays exact); 4 conv1d_prefill_l2norm_xhv, which
+ * writes the value channels to vh in IEEE half (checked against the reference rounded to half's
+ * range) and must leave y's value channels as they were (y starts as random values). */
 static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
                         const int32_t *cu, uint32_t n_slots, int tiled, uint32_t nk, uint32_t dk, uint32_t gy) {
   int prefill = cu != NULL;
@@ -65,9 +75,9 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   metrale_bf16 *w = cf_alloc((size_t)c * kw, 2);
   float *state = cf_alloc(ns, sizeof(float));
   int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
-  mt_fill_f32(&ctx->rng, x, nx, -2, 2); /* not bf16 values: x, y and state stay f32 */
+  mt_fill_f32(&ctx->rng, x, nx, -2 * x_scale, 2 * x_scale); /* not bf16 values: x, y and state stay f32 */
   uint16_t *xh = NULL;
-  if (tiled == 3) { /* x in half; the reference reads the halves' values */
+  if (tiled >= 3) { /* x in half; the reference reads the halves' values */
     xh = cf_alloc(nx, 2);
     for (size_t i = 0; i < nx; i++) xh[i] = metrale_f32_to_f16(x[i]), x[i] = metrale_f16_to_f32(xh[i]);
   }
@@ -82,19 +92,35 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
              prefill ? (uint32_t)cu[s + 1] : s + 1, c, kw);
 
   if (tiled >= 2) ref_l2norm(y_ref, t, c, nk, dk);
+  /* xhv: y's value channels stay as they start; vh's reference is theirs in half's range */
+  const size_t qk = 2 * (size_t)nk * dk, nvh = (size_t)t * (c - qk);
+  float *y_init = tiled == 4 ? cf_alloc(nx, sizeof(float)) : NULL;
+  double *vh_ref = tiled == 4 ? cf_alloc(nvh, sizeof(double)) : NULL;
+  if (y_init) {
+    mt_fill_f32(&ctx->rng, y_init, nx, -1, 1);
+    for (size_t tok = 0; tok < t; tok++)
+      for (size_t j = qk; j < c; j++) {
+        const double v = y_ref[tok * c + j];
+        vh_ref[tok * (c - qk) + j - qk] = v > 65504.0 ? 65504.0 : v < -65504.0 ? -65504.0 : v;
+        y_ref[tok * c + j] = y_init[tok * c + j];
+      }
+  }
 
+  static const metrale_kernel_id l2_ids[] = {METRALE_K_conv1d_prefill_l2norm, METRALE_K_conv1d_prefill_l2norm_xh,
+                                             METRALE_K_conv1d_prefill_l2norm_xhv};
   cf_launch l;
   if (tiled >= 2)
-    cf_launch_init(&l, tiled == 3 ? METRALE_K_conv1d_prefill_l2norm_xh : METRALE_K_conv1d_prefill_l2norm,
-                   (gpu_dim3){(c + 1023) / 1024, gy ? gy : (t + 63) / 64, 1});
+    cf_launch_init(&l, l2_ids[tiled - 2], (gpu_dim3){(c + 1023) / 1024, gy ? gy : (t + 63) / 64, 1});
   else if (tiled)
     cf_launch_init(&l, METRALE_K_conv1d_prefill_tiled, (gpu_dim3){(c + 255) / 256, (t + 63) / 64, 1});
   else
     cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
                    (gpu_dim3){(c + 255) / 256, nseq, 1});
-  int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, nx, NULL, CF_TOL_F32);
+  int by = y_init ? cf_buf_add(&l, "y", CF_F32, CF_INOUT, nx, y_init, CF_TOL_F32)
+                 : cf_buf_add(&l, "y", CF_F32, CF_OUT, nx, NULL, CF_TOL_F32);
   const double *y_scale = tiled >= 2 ? NULL : y_mag; /* the l2norm's outputs are normalised: plain NMSE */
   l.buf[by].scale = y_scale;
+  int bvh = y_init ? cf_buf_add(&l, "vh", CF_F16, CF_OUT, nvh, NULL, TOL_HALF_ORACLE) : -1;
   int bx = xh ? cf_buf_add(&l, "x", CF_F16, CF_IN, nx, xh, 0) : cf_buf_add(&l, "x", CF_F32, CF_IN, nx, x, 0);
   int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)c * kw, w, 0);
   int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, ns, state, 0);
@@ -102,6 +128,7 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   int bcu = prefill ? cf_buf_add(&l, "cu_seqlens", CF_I32, CF_IN, nseq + 1, cu, 0) : -1;
   int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, nseq, slots, 0);
   cf_arg_buf(&l, by);
+  if (bvh >= 0) cf_arg_buf(&l, bvh);
   cf_arg_buf(&l, bx);
   cf_arg_buf(&l, bw);
   cf_arg_buf(&l, bs);
@@ -116,12 +143,23 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   }
   if (cf_run(ctx, &l, kern)) {
     cf_check_f32_scaled(ctx, "y", cf_f32(&l, by), y_ref, y_scale, nx, CF_TOL_F32);
+    if (bvh >= 0) {
+      cf_check_f16(ctx, "vh", cf_f16(&l, bvh), vh_ref, nvh, TOL_HALF);
+      for (size_t i = 0; i < nvh; i++)
+        if (fabs(vh_ref[i]) == 65504.0)
+          CF_EXPECT(ctx, metrale_f16_to_f32(cf_f16(&l, bvh)[i]) == (float)vh_ref[i], "vh[%zu] = %g, not saturated to %g",
+                    i, metrale_f16_to_f32(cf_f16(&l, bvh)[i]), vh_ref[i]);
+      for (size_t tok = 0; tok < t; tok++) /* y's value channels exactly as they started */
+        CF_EXPECT(ctx, memcmp(cf_f32(&l, by) + tok * c + qk, y_init + tok * c + qk, (c - qk) * sizeof(float)) == 0,
+                  "y's value channels of token %zu were written", tok);
+    }
     /* the state only ever holds copies of inputs and old state: exact */
     cf_check_state(ctx, "conv state", cf_f32(&l, bs), state, state_ref, per, n_slots, slots, nseq,
                    0.0);
   }
   cf_launch_free(&l);
   free(x), free(xh), free(w), free(state), free(slots), free(y_ref), free(y_mag), free(state_ref);
+  free(y_init), free(vh_ref);
 }
 
 static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
@@ -228,7 +266,10 @@ static void run_conv_l2norm(metrale_kernel_id id) {
           snprintf(ctx.shape, sizeof ctx.shape, "nk=%u dk=%u C=%u K=%u S=%u T=%u grid.y=%u", heads[hi].nk,
                    heads[hi].dk, heads[hi].c, kws[ki], cases[si].n, T, gys[gi] ? gys[gi] : (T + 63) / 64);
           run_case_qk(&ctx, kern, heads[hi].c, kws[ki], cases[si].n, cu, cases[si].n + 2,
-                      id == METRALE_K_conv1d_prefill_l2norm_xh ? 3 : 2, heads[hi].nk, heads[hi].dk, gys[gi]);
+                      id == METRALE_K_conv1d_prefill_l2norm_xhv  ? 4
+                      : id == METRALE_K_conv1d_prefill_l2norm_xh ? 3
+                                                                 : 2,
+                      heads[hi].nk, heads[hi].dk, gys[gi]);
         }
       }
   cf_close(&ctx);
@@ -238,3 +279,16 @@ Test(conv, conv1d_prefill_l2norm) { run_conv_l2norm(METRALE_K_conv1d_prefill_l2n
 
 /* The same cases on x in IEEE half (conv1d_prefill_l2norm_xh: 8-byte loads of 4 halves, widened) */
 Test(conv, conv1d_prefill_l2norm_xh) { run_conv_l2norm(METRALE_K_conv1d_prefill_l2norm_xh); }
+
+/* The same cases with the value channels to vh in IEEE half (conv1d_prefill_l2norm_xhv); then
+ * x up to 2^15, whose value outputs pass +-65504 and must come back saturated, finite */
+Test(conv, conv1d_prefill_l2norm_xhv) {
+  run_conv_l2norm(METRALE_K_conv1d_prefill_l2norm_xhv);
+  x_scale = 16384.0f;
+  CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill_l2norm_xhv);
+  const int32_t cu[3] = {0, 130, 200};
+  snprintf(ctx.shape, sizeof ctx.shape, "x up to 2^15: nk=1 dk=32 C=100 K=4 S=2 T=200");
+  run_case_qk(&ctx, kern, 100, 4, 2, cu, 4, 4, 1, 32, 0);
+  cf_close(&ctx);
+  x_scale = 1.0f;
+}

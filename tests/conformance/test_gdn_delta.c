@@ -135,6 +135,18 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
     for (size_t j = 2 * (size_t)h->nk * h->dk; j < c; j++) qkv[tok * c + j] *= f;
   }
   cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
+  /* _prep_vh: v from vh in IEEE half (the reference takes the halves' values) and qkv's value
+   * columns NaN, which the kernel must not read */
+  const int vhalf = id == METRALE_K_delta_rule_prefill_chunked_f16_prep_vh;
+  const size_t qk = 2 * (size_t)h->nk * h->dk, nvdv = (size_t)h->nv * h->dv;
+  uint16_t *vh = vhalf ? cf_alloc(t * nvdv, 2) : NULL;
+  float *qkv_dev = vhalf ? cf_alloc(t * c, sizeof(float)) : qkv;
+  for (size_t tok = 0; vhalf && tok < t; tok++)
+    for (size_t j = 0; j < c; j++) {
+      float *x = &qkv[tok * c + j];
+      if (j >= qk) vh[tok * nvdv + j - qk] = metrale_f32_to_f16_sat(*x), *x = metrale_f16_to_f32(vh[tok * nvdv + j - qk]);
+      qkv_dev[tok * c + j] = j >= qk ? NAN : *x;
+    }
 
   double *o_ref = cf_alloc(no, sizeof(double)), *state_ref = cf_alloc(ns, sizeof(double));
   mt_f32_to_double(state_ref, state, ns);
@@ -148,7 +160,7 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
                      : id1 == METRALE_K_delta_rule_prefill_chunked_f16 ? TOL_STATE_CHUNKED_F16
                                                                        : TOL_STATE_CHUNKED;
   int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, no, NULL, CF_TOL_BF16);
-  int bq = cf_buf_add(&l, "qkv", CF_F32, CF_IN, t * c, qkv, 0);
+  int bq = cf_buf_add(&l, "qkv", CF_F32, CF_IN, t * c, qkv_dev, 0);
   int bg = cf_buf_add(&l, "g", CF_F32, CF_IN, ng, g, 0);
   int bb = cf_buf_add(&l, "beta", CF_F32, CF_IN, ng, beta, 0);
   int bs = cf_buf_add(&l, "state", CF_F32, CF_INOUT, ns, state, tol_state);
@@ -180,13 +192,18 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   cf_arg_u32(&l, h->dk);
   cf_arg_u32(&l, h->dv);
   if (chunked) cf_arg_u32(&l, 0); /* phase: set per launch */
+  if (vhalf) { /* after the phase: phase 1's kernel takes the arguments before it */
+    l.phase_nargs[1] = l.nargs;
+    cf_arg_buf(&l, cf_buf_add(&l, "vh", CF_F16, CF_IN, t * nvdv, vh, 0));
+  }
   if (cf_run(ctx, &l, kern)) {
     cf_check_bf16(ctx, "o", cf_bf16(&l, bo), o_ref, no, CF_TOL_BF16);
     cf_check_state(ctx, "state", cf_f32(&l, bs), state, state_ref, per, n_slots, slots, nseq,
                    tol_state);
   }
   cf_launch_free(&l);
-  free(qkv), free(g), free(beta), free(state), free(slots), free(o_ref), free(state_ref);
+  if (vhalf) free(qkv_dev);
+  free(qkv), free(vh), free(g), free(beta), free(state), free(slots), free(o_ref), free(state_ref);
 }
 
 static void run_case(cf_ctx *ctx, gpu_kernel kern, const heads *h, uint32_t nseq, const int32_t *cu,
@@ -335,5 +352,25 @@ Test(gdn, delta_rule_prefill_chunked_f16_prep) {
   CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "phase 1 gave %s: %s",
             metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
   metrale_status_free(st);
+  cf_close(&ctx);
+}
+
+/* the same cases with v from vh in IEEE half, qkv's value columns NaN (the pair the ops launch
+ * after conv1d_prefill_l2norm_xhv); and a phase 1 launch, and a vh 8 bytes off 16-byte
+ * alignment, are refused */
+Test(gdn, delta_rule_prefill_chunked_f16_prep_vh) {
+  f16_cases(METRALE_K_delta_rule_prefill_chunked_f16_prep_vh);
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_f16_prep_vh);
+  for (uint32_t bad = 0; bad < 2; bad++) {
+    const gpu_arg args[] = {gpu_arg_ptr(4096),  gpu_arg_ptr(8192),  gpu_arg_ptr(12288),   gpu_arg_ptr(16384),
+                            gpu_arg_ptr(20480), gpu_arg_ptr(24576), gpu_arg_ptr(28672),   gpu_arg_ptr(32768),
+                            gpu_arg_u32(1),     gpu_arg_u32(1),     gpu_arg_u32(2),       gpu_arg_u32(64),
+                            gpu_arg_u32(64),    gpu_arg_u32(1 - bad), gpu_arg_ptr(36864 + 8 * bad)};
+    metrale_status st = metrale_launch(ctx.dev, METRALE_K_delta_rule_prefill_chunked_f16_prep_vh, kern,
+                                       (gpu_dim3){2, 1, 1}, NULL, args, sizeof args / sizeof args[0]);
+    CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s",
+              bad ? "a misaligned vh" : "phase 1", metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
+    metrale_status_free(st);
+  }
   cf_close(&ctx);
 }

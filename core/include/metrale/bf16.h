@@ -60,4 +60,10 @@ static inline uint16_t metrale_f32_to_f16(float f) {
   return (uint16_t)(sign | q);
 }
 
+/* metrale_f32_to_f16 saturated at +-65504 (NaN kept NaN): as gemm_f16_ws_cols3q and
+ * conv1d_prefill_l2norm_xhv store IEEE half. */
+static inline uint16_t metrale_f32_to_f16_sat(float f) {
+  return metrale_f32_to_f16(f > 65504.0f ? 65504.0f : f < -65504.0f ? -65504.0f : f);
+}
+
 #endif
