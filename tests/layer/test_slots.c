@@ -315,19 +315,18 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
-/* A prefill long enough for the conv's pass at 1.5 blocks an SM takes mixed from in_proj to the
- * conv in IEEE half (gemm_f16_ws_cols3q, then conv1d_prefill_l2norm_xh; ops
- * metrale_ops_mixed_half_fits).  The same layer and tokens with the half conv taken out of the
- * layer's kernel table (white box) run mixed in f32 through gemm_f16_ws_cols3 and
- * conv1d_prefill_l2norm: everything else the same, the two differ by mixed's rounding to half
- * (2^-12 relative) and the core's own rounding of what follows.  Both layers' mixed and qkv
- * scratch start as NaN, so a conv that reads mixed as f32 where the GEMM wrote halves (its
- * second half of bytes is never written) or a core that reads unwritten q, k or v fails
- * outright, and the conv states, which hold the last inputs widened from half, must equal the
- * f32 path's rounded to half.  The fp16 tiles are claimed (as in_proj_beyond_half_range_keeps_
- * f32_x does) so that the cpu takes the path too.  Two sequences, 12800 tokens: 200 blocks of 64
- * tokens of the 512 channels, enough for 132 SMs. */
-Test(modes, prefill_mixed_half_equals_f32_mixed, .timeout = 600) {
+/* Two layers of the same weights prefill the same 12800 tokens in two sequences, one with kernel
+ * `drop` taken out of its kernel table (white box).  Both layers' mixed and qkv scratch start as
+ * NaN, so a conv that reads mixed as f32 where the GEMM wrote halves (its second half of bytes
+ * is never written), a core that reads unwritten q, k or v, or one that reads vh where the conv
+ * did not write it, fails outright.  The fp16 tiles are claimed (as
+ * in_proj_beyond_half_range_keeps_f32_x does) so that the cpu takes the paths too.  200 blocks
+ * of 64 tokens of the 512 channels, enough for 132 SMs.  conv_rounded: each conv state value of
+ * the first layer is the second's rounded to half (else equal).  Returns 0 (with a log line)
+ * where the backend does not take the first layer's path (taken(), on a layer). */
+typedef int (*path_taken)(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
+static int half_pair(metrale_kernel_id drop, path_taken taken, const char *what, int conv_rounded, double tol_y,
+                     double tol_state) {
   metrale_device *dev = lt_open_device();
   gpu_backend *be = metrale_device_backend(dev);
   const uint32_t flags = be->caps.flags;
@@ -341,22 +340,23 @@ Test(modes, prefill_mixed_half_equals_f32_mixed, .timeout = 600) {
   lt_run half, full;
   lt_run_init(&half, dev, NULL, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 2);
   lt_run_init(&full, dev, NULL, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 2);
-  /* the scratch buffers are 256-byte aligned: 0 stands for them */
-  if (!half.c.layer->w.in_proj16 || !qwen3_ssm_one_in_proj(&half.c.layer->ops, &half.c.layer->d, T) ||
-      !metrale_ops_mixed_half_fits(&half.c.layer->ops, 0, 0, T, C, cfg.dk)) {
-    cr_log_info("this backend does not take gemm.gemm_f16_ws_cols3q and conv.conv1d_prefill_l2norm_xh here: "
-                "no half mixed to check");
+  CHECK(qwen3_ssm_scratch_reserve(half.c.layer, T, 2));
+  CHECK(qwen3_ssm_delta_ws_reserve(half.c.layer, T, 2));
+  const int ran = taken(half.c.layer, T, 2);
+  if (!ran) {
+    cr_log_info("this backend does not take %s here: nothing to check", what);
   } else {
-    full.c.layer->ops.k[METRALE_K_conv1d_prefill_l2norm_xh] = 0;
-    cr_expect(!metrale_ops_mixed_half_fits(&full.c.layer->ops, 0, 0, T, C, cfg.dk),
-              "without its conv the layer still hands mixed over in half");
+    full.c.layer->ops.k[drop] = 0;
+    CHECK(qwen3_ssm_scratch_reserve(full.c.layer, T, 2));
+    CHECK(qwen3_ssm_delta_ws_reserve(full.c.layer, T, 2));
+    cr_expect(!taken(full.c.layer, T, 2), "without %s the layer still takes %s", metrale_kernel_info_get(drop)->name,
+              what);
     const uint64_t bytes = (uint64_t)T * C * 4;
     unsigned char *nan = malloc(bytes);
     cr_assert(nan);
     memset(nan, 0xff, bytes); /* f32 NaN (and half NaN) */
     lt_run *runs[] = {&half, &full};
     for (int i = 0; i < 2; i++) {
-      CHECK(qwen3_ssm_scratch_reserve(runs[i]->c.layer, T, 2));
       CHECK(be->vt->copy_h2d(be, runs[i]->c.layer->s.qkv, nan, bytes, NULL));
       CHECK(be->vt->copy_h2d(be, runs[i]->c.layer->s.mixed, nan, bytes, NULL));
     }
@@ -365,18 +365,49 @@ Test(modes, prefill_mixed_half_equals_f32_mixed, .timeout = 600) {
     lt_run_mode(&half, MODE_PREFILL, 0);
     lt_run_mode(&full, MODE_PREFILL, 0);
     lt_run_read_states(&half), lt_run_read_states(&full);
-    lt_expect_close("half mixed output", half.c.y, full.c.y, (uint64_t)T * cfg.hidden_size, 1e-2);
-    lt_expect_close("half mixed recurrent state", half.rec, full.rec, half.rf * 2, 2e-3);
-    uint64_t off = 0; /* each conv state value: the f32 path's input rounded to half */
+    lt_expect_close("output", half.c.y, full.c.y, (uint64_t)T * cfg.hidden_size, tol_y);
+    lt_expect_close("recurrent state", half.rec, full.rec, half.rf * 2, tol_state);
+    uint64_t off = 0;
     for (uint64_t i = 0; i < half.cf * 2; i++)
-      off += half.conv[i] != metrale_f16_to_f32(metrale_f32_to_f16(full.conv[i]));
-    cr_expect_eq(off, 0, "%llu of %llu conv state values are not the f32 path's rounded to half",
-                 (unsigned long long)off, (unsigned long long)(half.cf * 2));
+      off += half.conv[i] != (conv_rounded ? metrale_f16_to_f32(metrale_f32_to_f16(full.conv[i])) : full.conv[i]);
+    cr_expect_eq(off, 0, "%llu of %llu conv state values are not the other path's%s", (unsigned long long)off,
+                 (unsigned long long)(half.cf * 2), conv_rounded ? " rounded to half" : "");
   }
   be->caps.flags = flags;
   lt_run_free(&half), lt_run_free(&full);
   free(x);
   metrale_device_destroy(dev);
+  return ran;
+}
+
+/* the layer's own choices (mixer.c), for its scratch and workspace */
+static int mixed_half_taken(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S) {
+  (void)S;
+  return L->w.in_proj16 && qwen3_ssm_one_in_proj(&L->ops, &L->d, T) &&
+         metrale_ops_mixed_half_fits(&L->ops, L->s.qkv, L->s.mixed, T, L->d.C, L->d.dk);
+}
+static int v_half_taken(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S) {
+  return mixed_half_taken(L, T, S) && metrale_ops_v_half_fits(&L->ops, L->s.vh, L->delta_ws, T, S, L->d.dk, L->d.dv);
+}
+
+/* A prefill long enough for the conv's pass at 1.5 blocks an SM takes mixed from in_proj to the
+ * conv in IEEE half (gemm_f16_ws_cols3q, then conv1d_prefill_l2norm_xh or _xhv; ops
+ * metrale_ops_mixed_half_fits).  Without the half conv (conv1d_prefill_l2norm_xh taken out) the
+ * layer runs mixed in f32 through gemm_f16_ws_cols3 and conv1d_prefill_l2norm, and v in f32 to
+ * the core: the two differ by mixed's rounding to half (2^-12 relative), v's where the first
+ * hands v to the core in half too, and the core's own rounding of what follows.  The conv states,
+ * which hold the last inputs widened from half, must equal the f32 path's rounded to half. */
+Test(modes, prefill_mixed_half_equals_f32_mixed, .timeout = 600) {
+  half_pair(METRALE_K_conv1d_prefill_l2norm_xh, mixed_half_taken, "half mixed", 1, 1e-2, 2e-3);
+}
+
+/* Where the prefill's mixed is half and the core is the fp16 chunked kernel, the conv hands v to
+ * the core's phase 0 in IEEE half (conv1d_prefill_l2norm_xhv, then
+ * delta_rule_prefill_chunked_f16_prep_vh; ops metrale_ops_v_half_fits).  Without the xhv conv the
+ * same layer writes v in f32 to qkv and phase 0 reads it there: the two differ by v's rounding
+ * to half (2^-12 relative) and what follows from it; their conv states are the same inputs. */
+Test(modes, prefill_v_half_equals_f32_v, .timeout = 600) {
+  half_pair(METRALE_K_conv1d_prefill_l2norm_xhv, v_half_taken, "v in half to the fp16 core", 0, 1e-2, 2e-3);
 }
 
 /* Decode batches wide and deep enough for the projections' split-K and narrow tiles (on CUDA

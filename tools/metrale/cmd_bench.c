@@ -80,7 +80,7 @@ typedef struct core_ctx {
 static metrale_status core_once(void *p) {
   core_ctx *c = p;
   return op_delta_rule_prefill(c->ops, NULL, c->o, c->qkv, c->g, c->beta, c->state, c->cu, c->slots,
-                               c->ws, c->t, 1, c->nk, c->nv, c->dk, c->dv);
+                               c->ws, c->t, 1, c->nk, c->nv, c->dk, c->dv, 0);
 }
 
 static float core_uniform(uint64_t *x, float lo, float hi) { /* xorshift64* */
@@ -128,10 +128,10 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
   if (!json)
     printf("delta-rule prefill core, %u key / %u value heads of %u/%u, one sequence, %s gates: %s\n"
            "%-8s %12s %12s %10s\n", nk, nv, dk, dv, slow ? "slow" : "fast",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv), "tokens", "median ms", "min ms", "TFLOP/s");
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), "tokens", "median ms", "min ms", "TFLOP/s");
   else
     printf("{\"core\": \"%s\", \"gates\": \"%s\", \"flops_per_token\": %.0f, \"results\": [",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv), slow ? "slow" : "fast", core_flops_per_token(cfg));
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), slow ? "slow" : "fast", core_flops_per_token(cfg));
   metrale_status s = METRALE_OK;
   for (int i = 0; i < n && !s; i++) {
     const uint32_t T = lens[i];

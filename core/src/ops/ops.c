@@ -410,7 +410,11 @@ static int conv_tiled_fits(const metrale_ops *o, uint32_t t) {
   return o->k[METRALE_K_conv1d_prefill_tiled] && CEIL_DIV(t, CONV_TILE) <= 65535;
 }
 
-const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o, int mixed_half) {
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o, int mixed_half, int v_half) {
+  if (mixed_half && v_half)
+    return "conv.conv1d_prefill_l2norm_xhv (mixed in IEEE half from the one in_proj launch, v out in IEEE half "
+           "for the fp16 core's phase 0; 4 channels a thread, the q/k l2norm on the way out; from 1.5 blocks "
+           "an SM, else mixed in f32 and conv.conv1d_prefill_tiled, then the l2norm)";
   if (mixed_half)
     return "conv.conv1d_prefill_l2norm_xh (mixed in IEEE half from the one in_proj launch; 4 channels a "
            "thread, the q/k l2norm on the way out; from 1.5 blocks an SM, else mixed in f32 and "
@@ -465,10 +469,20 @@ static uint32_t conv_l2norm_rows(const metrale_ops *o, uint32_t t, uint32_t c) {
 
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
-                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half) {
+                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half,
+                                        gpu_ptr vh) {
   if (2 * (uint64_t)nk * dk > c)
     return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm: 2*nk*dk = %llu q/k channels > C = %u",
                          (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  if (vh) {
+    if (!x_half || !metrale_ops_mixed_half_fits(o, y, x, t, c, dk) || !has_kernel(o, METRALE_K_conv1d_prefill_l2norm_xhv) ||
+        vh % 16 != 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm with v to half: conv.conv1d_prefill_l2norm_xhv is "
+                           "missing or does not take %u tokens of %u channels (dk = %u, x %s, vh at %#llx)", t, c, dk,
+                           x_half ? "half" : "f32", (unsigned long long)vh);
+    LAUNCH(o, st, conv1d_prefill_l2norm_xhv, CEIL_DIV(c, CONV_L2_CHANNELS), conv_l2norm_rows(o, t, c), P(y), P(vh),
+           P(x), P(w), P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
+  }
   if (x_half) {
     if (!metrale_ops_mixed_half_fits(o, y, x, t, c, dk))
       return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm on half input: conv.conv1d_prefill_l2norm_xh is "
@@ -576,8 +590,13 @@ static int chunked_f16(const metrale_ops *o) {
   return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_f16) && f16_fast(o);
 }
 
-const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv) {
+const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
+  if (v_half)
+    return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
+           "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh on v in IEEE half from the conv; fp16 operands "
+           "in the chunk step, the state f32 and scaled per chunk) when sequences average 64+ tokens, else "
+           "gdn.delta_rule_prefill";
   if (chunked_f16(o) && o->k[METRALE_K_delta_rule_prefill_chunked_f16_prep])
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep; fp16 operands in the chunk step, the state f32 "
@@ -604,14 +623,24 @@ const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t d
              [!!o->k[METRALE_K_delta_rule_prefill_chunked_wg]];
 }
 
+int metrale_ops_v_half_fits(const metrale_ops *o, gpu_ptr vh, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t dk,
+                            uint32_t dv) {
+  return has_kernel(o, METRALE_K_conv1d_prefill_l2norm_xhv) &&
+         has_kernel(o, METRALE_K_delta_rule_prefill_chunked_f16_prep_vh) && chunked_f16(o) && ws &&
+         chunked_pays(o, t, s, dk, dv) && vh % 16 == 0;
+}
+
 static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32_t phase,
                                      uint64_t grid, gpu_ptr out, gpu_ptr qkv, gpu_ptr g,
                                      gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
                                      gpu_ptr slots, gpu_ptr ws, uint32_t s, uint32_t nk,
-                                     uint32_t nv, uint32_t dk, uint32_t dv) {
+                                     uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh) {
   if (grid > INT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch",
                          (unsigned long long)grid);
+  if (vh && phase == 0) /* the caller checked metrale_ops_v_half_fits */
+    LAUNCH(o, st, delta_rule_prefill_chunked_f16_prep_vh, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
+           P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
   if (chunked_f16(o) && phase == 0 && o->k[METRALE_K_delta_rule_prefill_chunked_f16_prep])
     LAUNCH(o, st, delta_rule_prefill_chunked_f16_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
            P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase));
@@ -635,14 +664,19 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
 metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
                                      gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
-                                     uint32_t nv, uint32_t dk, uint32_t dv) {
+                                     uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh) {
+  if (vh && !metrale_ops_v_half_fits(o, vh, ws, t, s, dk, dv))
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta rule prefill with v in half: the fp16 chunked kernel and "
+                         "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh do not take %u tokens in %u sequences "
+                         "(dk = %u, dv = %u, workspace %s, vh at %#llx)", t, s, dk, dv, ws ? "given" : "none",
+                         (unsigned long long)vh);
   if (ws && chunked_pays(o, t, s, dk, dv)) {
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
-                                           state, cu_seqlens, slots, ws, s, nk, nv, dk, dv));
+                                           state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, vh));
     uint32_t cols =
         o->k[METRALE_K_delta_rule_prefill_chunked_wg] || chunked_f16(o) ? CHUNKED_WG_COLS : CHUNKED_COLS;
     return launch_chunked(o, st, 1, (uint64_t)s * nv * CEIL_DIV(dv, cols), out, qkv, g, beta, state,
-                          cu_seqlens, slots, ws, s, nk, nv, dk, dv);
+                          cu_seqlens, slots, ws, s, nk, nv, dk, dv, vh);
   }
   LAUNCH(o, st, delta_rule_prefill, s * nv, 1, P(out), P(qkv), P(g), P(beta), P(state),
          P(cu_seqlens), P(slots), U(s), U(nk), U(nv), U(dk), U(dv));

@@ -95,19 +95,29 @@ metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_
 /* The conv prefill over s sequences of t tokens in all (t = cu_seqlens[s]):
  * conv.conv1d_prefill_tiled (blocks of 64 tokens) when the backend has it, else the
  * per-sequence conv.conv1d_prefill.  The path string describes op_conv1d_prefill_l2norm's, or
- * with mixed_half its x_half form's (the layer's audit). */
-const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops, int mixed_half);
+ * with mixed_half its x_half form's, with v_half too its vh form's (the layer's audit). */
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops, int mixed_half, int v_half);
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                  gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                  uint32_t s, uint32_t c, uint32_t kw);
+/* Whether the prefill also hands v from the conv to the fp16 core's phase 0 in IEEE half, as vh
+ * [t, nv*dv] (16-byte aligned): where mixed goes in half (the caller checks
+ * metrale_ops_mixed_half_fits), the backend has conv1d_prefill_l2norm_xhv and
+ * delta_rule_prefill_chunked_f16_prep_vh, and op_delta_rule_prefill takes the fp16 chunked
+ * kernel for these s sequences with workspace ws. */
+int metrale_ops_v_half_fits(const metrale_ops *ops, gpu_ptr vh, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t dk,
+                            uint32_t dv);
 /* The conv prefill, then the l2norm of y's q and k heads (ld = c): one pass
  * (conv.conv1d_prefill_l2norm) when the backend has it and the shape fits it, else
  * op_conv1d_prefill and op_l2norm_qk.  x_half: x is IEEE half [t, c] (gemm_f16_ws_cols3q's y0),
  * taken by conv.conv1d_prefill_l2norm_xh, which only runs where metrale_ops_mixed_half_fits
- * (else INVALID_ARGUMENT: there is no other conv on half input). */
+ * (else INVALID_ARGUMENT: there is no other conv on half input).  vh != 0 (with x_half): the
+ * value channels to vh IEEE half [t, c - 2*nk*dk] instead of y, by conv1d_prefill_l2norm_xhv
+ * (where metrale_ops_v_half_fits, for op_delta_rule_prefill's vh). */
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
-                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half);
+                                        uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half,
+                                        gpu_ptr vh);
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                 gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw);
 metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,
@@ -135,11 +145,15 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
  * sequential gdn.delta_rule_prefill. */
 uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *ops, uint32_t t, uint32_t s,
                                          uint32_t nv, uint32_t dk, uint32_t dv);
-const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *ops, uint32_t dk, uint32_t dv);
+/* The path string; v_half: op_delta_rule_prefill's with vh (metrale_ops_v_half_fits). */
+const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *ops, uint32_t dk, uint32_t dv, int v_half);
+/* vh != 0: v from vh IEEE half [t, nv*dv] (conv1d_prefill_l2norm_xhv's), not from qkv, by
+ * delta_rule_prefill_chunked_f16_prep_vh's phase 0 (INVALID_ARGUMENT unless
+ * metrale_ops_v_half_fits). */
 metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
                                      gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
-                                     uint32_t nv, uint32_t dk, uint32_t dv);
+                                     uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh);
 /* The decode mixer between the projections in one launch (kernels.def gdn_decode_fused35):
  * y bf16 [B, nv*dv] from p f32 [B, P] in the order [q | k | v | z | b | a], updating both
  * states of each slot.  NOT_FOUND when the backend lacks it: the caller then runs the

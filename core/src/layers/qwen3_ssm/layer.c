@@ -104,6 +104,10 @@ static void describe_gemm(FILE *out, const char *label, gemm_path_fn path, const
 static int audit_mixed_half(const metrale_ops *o, const qwen3_ssm_dims *d, int have16) {
   return have16 && qwen3_ssm_one_in_proj(o, d, 4096) && metrale_ops_mixed_half_fits(o, 0, 0, 4096, d->C, d->dk);
 }
+/* And whether its conv hands v to the fp16 core in IEEE half too (one sequence, a workspace). */
+static int audit_v_half(const metrale_ops *o, const qwen3_ssm_dims *d, int have16) {
+  return audit_mixed_half(o, d, have16) && metrale_ops_v_half_fits(o, 0, 256, 4096, 1, d->dk, d->dv);
+}
 
 /* in_proj at decode 1, 8, 64 and 256 (all P rows: fp16 x where the layer has in_proj16 and
  * the batch fills gemm_f16_ws's tiles, mixer.c) and at a 4096-token prefill: all of it in one
@@ -153,7 +157,8 @@ static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d,
     fprintf(out, "  %-31sgemm.%s (one launch into mixed%s, z and [b | a]; fp16 x from "
                  "elementwise.f32_to_f16, in_proj in fp16), then gdn.gates_ba\n", "q|k|v, z, b|a, prefill 4096:",
             half ? "gemm_f16_ws_cols3q" : "gemm_f16_ws_cols3",
-            half ? " in IEEE half, for conv.conv1d_prefill_l2norm_xh" : "");
+            !half ? "" : audit_v_half(o, d, have16) ? " in IEEE half, for conv.conv1d_prefill_l2norm_xhv"
+                                                    : " in IEEE half, for conv.conv1d_prefill_l2norm_xh");
     return;
   }
   fprintf(out, "  %-31sgemm.%s\n", "q|k|v, prefill 4096:",
@@ -204,7 +209,8 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
   describe_projections(&ops, &d, moe, 1, out);
   describe_prefill_proj(&ops, &d, 1, "", out);
   describe_decode(&ops, &d, out);
-  fprintf(out, "  delta rule, prefill:           %s\n", metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv));
+  fprintf(out, "  delta rule, prefill:           %s\n",
+          metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv, audit_v_half(&ops, &d, 1)));
   if (moe) describe_moe(&ops, &d, out);
   return METRALE_OK;
 }
@@ -234,9 +240,10 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   describe_prefill_proj(o, d, L->w.in_proj16 != 0, L->f16_off, out);
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
-          metrale_ops_conv1d_prefill_path(o, audit_mixed_half(o, d, L->w.in_proj16 != 0)));
+          metrale_ops_conv1d_prefill_path(o, audit_mixed_half(o, d, L->w.in_proj16 != 0),
+                                          audit_v_half(o, d, L->w.in_proj16 != 0)));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
-          metrale_ops_delta_rule_prefill_path(o, d->dk, d->dv));
+          metrale_ops_delta_rule_prefill_path(o, d->dk, d->dv, audit_v_half(o, d, L->w.in_proj16 != 0)));
   fprintf(out, "  q/k l2norm / gated norm:       gdn.%s%s / norm.%s\n",
           metrale_ops_kernel_or(o, METRALE_K_l2norm_qk_rows, METRALE_K_l2norm_qk),
           o->k[METRALE_K_conv1d_prefill_l2norm] ? " (decode; prefill: in the conv's pass)" : "",

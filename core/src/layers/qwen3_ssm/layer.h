@@ -51,6 +51,8 @@ typedef struct qwen3_ssm_scratch {
   gpu_ptr x16_decode; /* fp16 [T, H]  decode: x for gemm_f16_ws, in mixed's bytes */
   gpu_ptr mixed;   /* f32  [T, C]  conv input q|k|v (IEEE half [T, C] in its first half
                       where prefill's in_proj is gemm_f16_ws_cols3q: mixer.c) */
+  gpu_ptr vh;      /* fp16 [T, nv*dv] prefill: the conv's v for the fp16 core, in mixed's
+                      bytes after the half mixed (mixer.c) */
   gpu_ptr z;       /* f32  [T, nv*dv] */
   gpu_ptr b, a;    /* f32  [T, nv] */
   gpu_ptr qkv;     /* f32  [T, C]  conv output, l2-normalised in place */

@@ -24,9 +24,13 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
   o->proj = take(&u, t * (d->P * 4 > H * 2 ? d->P * 4 : H * 2));
   o->x16 = o->proj;
   /* mixed is the prefill's conv input and the unfused decode's split output; a large decode
-   * batch's fp16 x (mixer.c) uses its bytes first, so it holds a row of either */
-  o->mixed = take(&u, t * (d->C * 4 > H * 2 ? d->C * 4 : H * 2));
+   * batch's fp16 x (mixer.c) uses its bytes first, so it holds a row of either; where the
+   * prefill's mixed is IEEE half, the conv's v in half (vh) follows it in the same bytes */
+  const uint64_t vh_at = (t * d->C * 2 + ALIGN - 1) / ALIGN * ALIGN, vh_end = vh_at + t * nvdv * 2;
+  uint64_t mixed_bytes = t * (d->C * 4 > H * 2 ? d->C * 4 : H * 2);
+  o->mixed = take(&u, mixed_bytes > vh_end ? mixed_bytes : vh_end);
   o->x16_decode = o->mixed;
+  o->vh = o->mixed + vh_at;
   o->z = take(&u, t * nvdv * 4);
   o->b = take(&u, 2 * t * d->nv * 4); /* b [T, nv] then a [T, nv]; prefill: [T, 2nv] rows [b | a] */
   o->a = o->b + t * d->nv * 4;
