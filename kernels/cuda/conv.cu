@@ -424,7 +424,8 @@ MK_CHECK(conv1d_prefill_l2norm_xh, conv);
 
 /* conv1d_prefill_l2norm_xh with the value channels stored in IEEE half to vh [T, C - 2*nk*dk]
  * (for delta_rule_prefill_chunked_f16_prep_vh, whose fp16 products round v anyway): at 4096
- * tokens of the a3b shape 17 MB of stores less, where _xh writes v's 34 MB in f32. */
+ * tokens of the a3b shape 34 MB of stores less, where _xh writes v's 67 MB in f32 (H200: 62-63 ->
+ * 56-60 us; docs/perf-prefill.md part 19). */
 extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm_xhv"), 3)
 conv1d_prefill_l2norm_xhv(float *__restrict__ y, uint16_t *__restrict__ vh, const uint16_t *__restrict__ x,
                           const bf16 *__restrict__ w, float *__restrict__ state, const int *__restrict__ cu_seqlens,

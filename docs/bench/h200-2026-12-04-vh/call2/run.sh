@@ -1,0 +1,33 @@
+#!/bin/bash
+# call 2: the issue-6 table on `vh` (4133eeb's code: v in IEEE half from the conv to the fp16
+# core's phase 0), two rounds (layer rows 11 samples), with `f16p` (753a027)'s mixer prefill and
+# core rows in the same call; then four more mixer-prefill A/B rounds.
+cd "$(dirname "$0")/../../../.."
+O=$OUT/c2; mkdir -p $O
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 ))s] $*" >> $O/log.txt; }
+run() { local v=$1; shift; METRALE_BACKEND_PATH=$PWD/.carry/var/$v LD_LIBRARY_PATH=$PWD/.carry/lib:$PWD/.carry/var/$v "$@"; }
+B() { run $1 timeout 120 .carry/var/$1/metrale bench --backend cuda "${@:2}"; }
+W=vh
+date -u > $O/log.txt; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv >> $O/log.txt
+for r in 1 2; do
+B $W --decode 1,8,64,256 --prefill 4096,16384 --json > $O/table_mixer_$r.json 2>>$O/stderr.txt
+B $W --core --prefill 4096,16384,65536 --json > $O/table_core_$r.json 2>>$O/stderr.txt
+B f16p --decode 1 --prefill 4096,16384 --json > $O/f16p_mixer_$r.json 2>>$O/stderr.txt
+B f16p --core --prefill 4096,16384,65536 --json > $O/f16p_core_$r.json 2>>$O/stderr.txt
+done; el table
+for r in 1 2; do
+B $W --part layer --decode 1,64,256 --prefill 4096,16384 --samples 11 --json > $O/table_layer_$r.json 2>>$O/stderr.txt
+done; el layer
+for r in 3 4 5 6; do for v in f16p $W; do
+  B $v --prefill 4096,16384 --json > $O/mix_${v}_$r.json 2>>$O/stderr.txt
+done; done; el mixer rounds
+python3 - > $O/summary.txt <<'PY'
+import json,glob,os
+O=os.environ['OUT']+'/c2'
+for f in sorted(glob.glob(O+'/*.json')):
+    try: j=json.load(open(f))
+    except Exception as e: print(f, e); continue
+    print(os.path.basename(f), [(r.get('kind','core')[0]+str(r['n']), r['median_us'], r.get('min_us')) for r in j['results']])
+PY
+cat $O/summary.txt >> $O/log.txt
+tar czf $OUT/c2.tgz -C $OUT c2 && cp $O/log.txt $OUT/log.txt && rm -rf $O
