@@ -49,6 +49,9 @@ void cpu_rmsnorm(metrale_bf16 *y, const metrale_bf16 *x, const metrale_bf16 *w, 
 /* As cpu_rmsnorm, but y is f32 and not rounded (the mixer's input). */
 void cpu_rmsnorm_f32(float *y, const metrale_bf16 *x, const metrale_bf16 *w, uint32_t rows,
                      uint32_t n, float eps);
+/* As cpu_rmsnorm_f32, each value then rounded to IEEE half (metrale_f32_to_f16). */
+void cpu_rmsnorm_f16(uint16_t *y, const metrale_bf16 *x, const metrale_bf16 *w, uint32_t rows, uint32_t n,
+                     float eps);
 /* h = bf16(a + b); y = rmsnorm(h).  All [rows, n]. */
 void cpu_add_rmsnorm(metrale_bf16 *h, metrale_bf16 *y, const metrale_bf16 *a, const metrale_bf16 *b,
                      const metrale_bf16 *w, uint32_t rows, uint32_t n, float eps);

@@ -35,6 +35,18 @@ void cpu_rmsnorm_f32(float *y, const metrale_bf16 *x, const metrale_bf16 *w, uin
   }
 }
 
+/* rmsnorm_f32, each value then rounded to IEEE half (as f32_to_f16) */
+void cpu_rmsnorm_f16(uint16_t *y, const metrale_bf16 *x, const metrale_bf16 *w, uint32_t rows, uint32_t n,
+                     float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < (int64_t)rows; r++) {
+    const metrale_bf16 *xr = x + (size_t)r * n; /* [n] */
+    uint16_t *yr = y + (size_t)r * n;
+    float inv = row_inv_rms(xr, n, eps);
+    for (uint32_t i = 0; i < n; i++) yr[i] = metrale_f32_to_f16(cpu_bf(xr[i]) * inv * (1.0f + cpu_bf(w[i])));
+  }
+}
+
 void cpu_add_rmsnorm(metrale_bf16 *h, metrale_bf16 *y, const metrale_bf16 *a, const metrale_bf16 *b,
                      const metrale_bf16 *w, uint32_t rows, uint32_t n, float eps) {
 #pragma omp parallel for schedule(static)
@@ -71,6 +83,12 @@ metrale_status cpu_k_rmsnorm(const gpu_arg *args) {
 
 metrale_status cpu_k_rmsnorm_f32(const gpu_arg *args) {
   cpu_rmsnorm_f32(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3),
+                  cpu_arg_u(args, 4), cpu_arg_f(args, 5));
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_rmsnorm_f16(const gpu_arg *args) {
+  cpu_rmsnorm_f16(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_u(args, 3),
                   cpu_arg_u(args, 4), cpu_arg_f(args, 5));
   return METRALE_OK;
 }

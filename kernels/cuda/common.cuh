@@ -178,6 +178,20 @@ __device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
   return (uint16_t)(sign | q);
 }
 
+/* f32_to_f16_bits by one cvt on NVIDIA (the same bits for every value but NaN, which keeps the
+ * integer steps' payload); for kernels where the integer steps are a cost (rmsnorm_f16: 3 us of
+ * its 18 at 4096 rows of 2048 on the H200). */
+__device__ __forceinline__ uint16_t f32_to_f16_rn(float f) {
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  if (f != f) return f32_to_f16_bits(f);
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  return f32_to_f16_bits(f);
+#endif
+}
+
 /* One IEEE half (the low 16 bits of h) as f32 in integer steps, exactly (infinities and NaN kept;
  * bit for bit metrale_f16_to_f32 for all 65536 values, checked on the host 2026-12-03). */
 __device__ __forceinline__ float f16_bits_to_f32(uint32_t h) {

@@ -5,7 +5,7 @@
 
 namespace {
 constexpr unsigned kBlock = mk_block("rmsnorm");
-static_assert(kBlock == mk_block("rmsnorm_f32") && kBlock == mk_block("add_rmsnorm") &&
+static_assert(kBlock == mk_block("rmsnorm_f32") && kBlock == mk_block("rmsnorm_f16") && kBlock == mk_block("add_rmsnorm") &&
                   kBlock == mk_block("gated_rmsnorm"),
               "the norm kernels share one block size");
 
@@ -62,8 +62,9 @@ __device__ __forceinline__ void rms_row(const bf16 *__restrict__ w, unsigned n, 
   for (unsigned i = threadIdx.x; i < n; i += kBlock) store(i, load(i) * inv * (1.0f + bf16_to_f32(w[i])));
 }
 
-/* rmsnorm with (1 + w); Y is bf16 (rounded) or float (the mixer's f32 input). */
-template <typename Y>
+/* rmsnorm with (1 + w); Y is bf16 (rounded) or float (the mixer's f32 input); F16: Y is IEEE
+ * half (that input rounded as f32_to_f16 rounds it; bf16 and half are both uint16_t here). */
+template <typename Y, bool F16 = false>
 __device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__restrict__ x,
                                             const bf16 *__restrict__ w, unsigned rows, unsigned n,
                                             float eps) {
@@ -75,6 +76,8 @@ __device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__res
       [&](unsigned i, float v) {
         if constexpr (sizeof(Y) == sizeof(float))
           y[off + i] = v;
+        else if constexpr (F16)
+          y[off + i] = f32_to_f16_rn(v);
         else
           y[off + i] = f32_to_bf16(v);
       });
@@ -91,6 +94,14 @@ MK_KERNEL(rmsnorm_f32)(float *y, const bf16 *x, const bf16 *w, unsigned rows, un
   rmsnorm_row(y, x, w, rows, n, eps);
 }
 MK_CHECK(rmsnorm_f32, norm);
+
+/* rmsnorm_f32 with the values stored as IEEE half: the layer's input norm where the mixer reads x
+ * only as fp16, in place of rmsnorm_f32 and f32_to_f16 (half the norm's writes, and no pass over
+ * the f32 row). */
+MK_KERNEL(rmsnorm_f16)(uint16_t *y, const bf16 *x, const bf16 *w, unsigned rows, unsigned n, float eps) {
+  rmsnorm_row<uint16_t, true>(y, x, w, rows, n, eps);
+}
+MK_CHECK(rmsnorm_f16, norm);
 
 MK_KERNEL(add_rmsnorm)(bf16 *__restrict__ h, bf16 *__restrict__ y, const bf16 *__restrict__ a,
                        const bf16 *__restrict__ b, const bf16 *__restrict__ w, unsigned rows,

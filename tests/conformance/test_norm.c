@@ -23,7 +23,13 @@ static void ref_rmsnorm(double *y, const double *x, const metrale_bf16 *w, uint3
   }
 }
 
-/* out_f32: rmsnorm_f32 (the mixer input, not rounded). */
+/* IEEE half output (rmsnorm_f16) against the exact values: each rounded once to 11 significant
+ * bits (NMSE at most 2^-22); against the cpu oracle, where the two f32 values straddle a
+ * rounding midpoint the halves differ by a step (as test_gemm.c's TOL_HALF). */
+#define TOL_HALF 3e-7
+#define TOL_HALF_ORACLE 1e-6
+
+/* out_f32: 1 rmsnorm_f32 (the mixer input, not rounded), 2 rmsnorm_f16 (that input in half). */
 static void run_rmsnorm(metrale_kernel_id id, int out_f32) {
   CF_BEGIN(ctx, k, id);
   for (size_t si = 0; si < NSHAPES; si++) {
@@ -39,8 +45,8 @@ static void run_rmsnorm(metrale_kernel_id id, int out_f32) {
 
     cf_launch l;
     cf_launch_init(&l, id, (gpu_dim3){rows, 1, 1});
-    double tol = out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
-    int by = cf_buf_add(&l, "y", out_f32 ? CF_F32 : CF_BF16, CF_OUT, cnt, NULL, tol);
+    double tol = out_f32 == 2 ? TOL_HALF_ORACLE : out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
+    int by = cf_buf_add(&l, "y", out_f32 == 2 ? CF_F16 : out_f32 ? CF_F32 : CF_BF16, CF_OUT, cnt, NULL, tol);
     int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, cnt, x, 0);
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, n, w, 0);
     cf_arg_buf(&l, by);
@@ -50,7 +56,9 @@ static void run_rmsnorm(metrale_kernel_id id, int out_f32) {
     cf_arg_u32(&l, n);
     cf_arg_f32(&l, eps);
     if (cf_run(&ctx, &l, k)) {
-      if (out_f32)
+      if (out_f32 == 2)
+        cf_check_f16(&ctx, "y", cf_f16(&l, by), ref, cnt, TOL_HALF);
+      else if (out_f32)
         cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, cnt, tol);
       else
         cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, cnt, tol);
@@ -64,6 +72,7 @@ static void run_rmsnorm(metrale_kernel_id id, int out_f32) {
 Test(norm, rmsnorm) { run_rmsnorm(METRALE_K_rmsnorm, 0); }
 
 Test(norm, rmsnorm_f32) { run_rmsnorm(METRALE_K_rmsnorm_f32, 1); }
+Test(norm, rmsnorm_f16) { run_rmsnorm(METRALE_K_rmsnorm_f16, 2); }
 
 /* rmsnorm's bf16 rounding is to nearest (its NMSE check cannot see a rounding mode): rows of one
  * value +-0.5, so x rsqrt(mean(x^2) + eps) = +-(1 - 2e-6), times 1 + w with w = i/1024, i =

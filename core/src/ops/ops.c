@@ -269,6 +269,13 @@ metrale_status op_rmsnorm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gp
   LAUNCH(o, st, rmsnorm_f32, rows, 1, P(y), P(x), P(w), U(rows), U(n), F(eps));
 }
 
+int metrale_ops_has_rmsnorm_f16(const metrale_ops *o) { return has_kernel(o, METRALE_K_rmsnorm_f16); }
+
+metrale_status op_rmsnorm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                              uint32_t rows, uint32_t n, float eps) {
+  LAUNCH(o, st, rmsnorm_f16, rows, 1, P(y), P(x), P(w), U(rows), U(n), F(eps));
+}
+
 metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gpu_ptr y, gpu_ptr a,
                               gpu_ptr b, gpu_ptr w, uint32_t rows, uint32_t n, float eps) {
   if (!o->k[METRALE_K_add_rmsnorm]) {

@@ -36,6 +36,11 @@ metrale_status op_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_pt
 /* y f32 = rmsnorm(x)(1 + w): the mixer's input. */
 metrale_status op_rmsnorm_f32(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                               uint32_t rows, uint32_t n, float eps);
+/* y IEEE half [rows, n]: op_rmsnorm_f32's values rounded as f32_to_f16 rounds them, in one launch
+ * (norm.rmsnorm_f16, where metrale_ops_has_rmsnorm_f16). */
+int metrale_ops_has_rmsnorm_f16(const metrale_ops *ops);
+metrale_status op_rmsnorm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
+                              uint32_t rows, uint32_t n, float eps);
 /* h = a + b, y = rmsnorm(h)(1 + w); fused kernel or add + rmsnorm. */
 metrale_status op_add_rmsnorm(const metrale_ops *o, gpu_stream st, gpu_ptr h, gpu_ptr y, gpu_ptr a,
                               gpu_ptr b, gpu_ptr w, uint32_t rows, uint32_t n, float eps);

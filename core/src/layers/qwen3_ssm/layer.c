@@ -174,6 +174,16 @@ static void describe_prefill_proj(const metrale_ops *o, const qwen3_ssm_dims *d,
     fprintf(out, "    (no fp16 in_proj in this layer: %s)\n", f16_off);
 }
 
+/* The layer's input norm at a 4096-token prefill and decode 256: straight into fp16 where the
+ * mixer reads x only so (layer.c qwen3_ssm_forward). */
+static void describe_input_norm(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, FILE *out) {
+  static const char f16[] = "rmsnorm_f16 (fp16 x for in_proj)", f32[] = "rmsnorm_f32";
+  const int has = metrale_ops_has_rmsnorm_f16(o);
+  fprintf(out, "  input norm, prefill 4096 / decode 256 (part=layer): norm.%s / norm.%s\n",
+          has && qwen3_ssm_takes_x16(o, d, have16, 4096, 0) ? f16 : f32,
+          has && qwen3_ssm_takes_x16(o, d, have16, 256, 1) ? f16 : f32);
+}
+
 /* The decode mixer's kernels between the projections (the audit's layer and shape). */
 static void describe_decode(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
   if (!metrale_ops_has_gdn_decode_fused(o)) {
@@ -208,6 +218,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
           d.K, moe ? "MoE" : "dense");
   describe_projections(&ops, &d, moe, 1, out);
   describe_prefill_proj(&ops, &d, 1, "", out);
+  describe_input_norm(&ops, &d, 1, out);
   describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n",
           metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv, audit_v_half(&ops, &d, 1)));
@@ -238,6 +249,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");
   describe_prefill_proj(o, d, L->w.in_proj16 != 0, L->f16_off, out);
+  describe_input_norm(o, d, L->w.in_proj16 != 0, out);
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(o, audit_mixed_half(o, d, L->w.in_proj16 != 0),
@@ -311,10 +323,17 @@ static metrale_status run(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, 
 metrale_status qwen3_ssm_forward(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, metrale_part part,
                                  gpu_ptr x, gpu_ptr y, uint32_t T, uint32_t S, int decode, gpu_stream st) {
   const qwen3_ssm_scratch *s = &L->s;
-  if (part == METRALE_PART_MIXER) return qwen3_ssm_mixer(L, pool, x, y, T, S, decode, st);
+  if (part == METRALE_PART_MIXER) return qwen3_ssm_mixer(L, pool, x, y, T, S, decode, 0, st);
   const qwen3_ssm_dims *d = &L->d;
-  METRALE_RETURN_IF_ERROR(op_rmsnorm_f32(&L->ops, st, s->xn, x, L->w.in_norm, T, d->H, d->eps));
-  METRALE_RETURN_IF_ERROR(qwen3_ssm_mixer(L, pool, s->xn, s->mix_out, T, S, decode, st));
+  /* the input norm straight into fp16 where the mixer reads x only so (norm.rmsnorm_f16) */
+  if (metrale_ops_has_rmsnorm_f16(&L->ops) && qwen3_ssm_mixer_takes_x16(L, T, decode)) {
+    METRALE_RETURN_IF_ERROR(
+        op_rmsnorm_f16(&L->ops, st, qwen3_ssm_mixer_x16(L, decode), x, L->w.in_norm, T, d->H, d->eps));
+    METRALE_RETURN_IF_ERROR(qwen3_ssm_mixer(L, pool, 0, s->mix_out, T, S, decode, 1, st));
+  } else {
+    METRALE_RETURN_IF_ERROR(op_rmsnorm_f32(&L->ops, st, s->xn, x, L->w.in_norm, T, d->H, d->eps));
+    METRALE_RETURN_IF_ERROR(qwen3_ssm_mixer(L, pool, s->xn, s->mix_out, T, S, decode, 0, st));
+  }
   METRALE_RETURN_IF_ERROR(op_add_rmsnorm(&L->ops, st, s->h, s->hn, x, s->mix_out, L->w.post_norm, T,
                                          d->H, d->eps));
   return qwen3_ssm_ffn(L, y, s->h, s->hn, T, st);

@@ -131,10 +131,19 @@ metrale_status qwen3_ssm_delta_ws_reserve(metrale_qwen3_ssm_layer *L, uint32_t T
 /* mixer.c: whether a prefill of T tokens with an fp16 in_proj projects all of it by one GEMM
  * (gemm_f16_ws_cols3 into q|k|v, z and [b | a]); the audit (layer.c) names the same choice. */
 int qwen3_ssm_one_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, uint32_t T);
+/* Whether the mixer of T tokens reads its input only as fp16 (the prefill's one in_proj, a
+ * decode batch's in_proj on fp16 x), and the scratch buffer it then converts x into (s.x16 or
+ * s.x16_decode). */
+int qwen3_ssm_mixer_takes_x16(const metrale_qwen3_ssm_layer *L, uint32_t T, int decode);
+/* The same for a layer of dims d on ops; have16: it has its fp16 in_proj (the audit's shapes). */
+int qwen3_ssm_takes_x16(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, uint32_t T, int decode);
+gpu_ptr qwen3_ssm_mixer_x16(const metrale_qwen3_ssm_layer *L, int decode);
 /* mixer.c: out bf16 [T,H] = mixer(x f32 [T,H]); decode: one token per slot, else the
- * sequences of s.cu (both lists already on the device in s.cu / s.slots). */
+ * sequences of s.cu (both lists already on the device in s.cu / s.slots).  x16_ready: x is
+ * not given (0), its fp16 is already in qwen3_ssm_mixer_x16's buffer (the layer's input norm
+ * wrote it; INTERNAL where qwen3_ssm_mixer_takes_x16 says the mixer reads f32 x). */
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
-                               gpu_ptr out, uint32_t T, uint32_t S, int decode, gpu_stream st);
+                               gpu_ptr out, uint32_t T, uint32_t S, int decode, int x16_ready, gpu_stream st);
 /* layer.c: the launches of a forward call, lists and scratch already in place. */
 metrale_status qwen3_ssm_forward(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, metrale_part part,
                                  gpu_ptr x, gpu_ptr y, uint32_t T, uint32_t S, int decode, gpu_stream st);

@@ -28,21 +28,34 @@ int qwen3_ssm_one_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, uint32_
   return metrale_ops_f16_in_proj_fits(o, T, d->C, d->nv * d->dv, 2 * d->nv, d->H);
 }
 
+int qwen3_ssm_takes_x16(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, uint32_t T, int decode) {
+  if (!have16) return 0;
+  return decode ? metrale_ops_f16_gemm_fits(o, T, d->P, d->H) : qwen3_ssm_one_in_proj(o, d, T);
+}
+
+int qwen3_ssm_mixer_takes_x16(const metrale_qwen3_ssm_layer *L, uint32_t T, int decode) {
+  return qwen3_ssm_takes_x16(&L->ops, &L->d, L->w.in_proj16 != 0, T, decode);
+}
+
+gpu_ptr qwen3_ssm_mixer_x16(const metrale_qwen3_ssm_layer *L, int decode) {
+  return decode ? L->s.x16_decode : L->s.x16;
+}
+
 /* A prefill's in_proj: mixed [T, C], z [T, nv*dv], and g, beta [T, nv] from b and a.  All of it by
  * one GEMM on fp16(x) where the backend has gemm_f16_ws_cols3 and its tiles pay, mixed then in
  * IEEE half where the conv can take it (*mixed_half set: metrale_ops_mixed_half_fits); else
  * q|k|v and z each on fp16(x) or f32 x, b and a on f32 x. */
-static metrale_status prefill_in_proj(metrale_qwen3_ssm_layer *L, gpu_ptr x, uint32_t T, gpu_stream st,
-                                      int *mixed_half) {
+static metrale_status prefill_in_proj(metrale_qwen3_ssm_layer *L, gpu_ptr x, uint32_t T, int x16_ready,
+                                      gpu_stream st, int *mixed_half) {
   const metrale_ops *o = &L->ops;
   const qwen3_ssm_dims *d = &L->d;
   const qwen3_ssm_scratch *s = &L->s;
   const qwen3_ssm_weights *w = &L->w;
   const uint32_t nvdv = d->nv * d->dv;
   *mixed_half = 0;
-  if (w->in_proj16 && qwen3_ssm_one_in_proj(o, d, T)) {
+  if (qwen3_ssm_mixer_takes_x16(L, T, 0)) {
     const int half = metrale_ops_mixed_half_fits(o, s->qkv, s->mixed, T, d->C, d->dk);
-    METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
+    if (!x16_ready) METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16, x, T * d->H));
     METRALE_RETURN_IF_ERROR(op_gemm_f16_cols3(o, st, s->mixed, s->z, s->b, s->x16, w->in_proj16, T, d->C, nvdv,
                                               2 * d->nv, d->H, half));
     *mixed_half = half;
@@ -66,7 +79,7 @@ static metrale_status prefill_in_proj(metrale_qwen3_ssm_layer *L, gpu_ptr x, uin
 }
 
 metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *pool, gpu_ptr x,
-                               gpu_ptr out, uint32_t T, uint32_t S, int decode, gpu_stream st) {
+                               gpu_ptr out, uint32_t T, uint32_t S, int decode, int x16_ready, gpu_stream st) {
   const metrale_ops *o = &L->ops;
   const qwen3_ssm_dims *d = &L->d;
   const qwen3_ssm_scratch *s = &L->s;
@@ -76,11 +89,14 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
 
   const uint32_t nvdv = d->nv * d->dv;
   int mixed_half = 0; /* prefill: mixed in IEEE half (prefill_in_proj) */
+  if (x16_ready && !qwen3_ssm_mixer_takes_x16(L, T, decode))
+    return METRALE_ERROR(INTERNAL, "mixer given fp16 x where it reads f32 x (%u tokens, %s)", T,
+                         decode ? "decode" : "prefill");
   if (decode) {
     /* the whole projection on fp16(x) where the batch fills gemm_f16_ws's tiles (from 129
      * tokens on the H200; docs/numerics.md), else on f32 x */
-    if (w->in_proj16 && metrale_ops_f16_gemm_fits(o, T, d->P, d->H)) {
-      METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16_decode, x, T * d->H));
+    if (qwen3_ssm_mixer_takes_x16(L, T, 1)) {
+      if (!x16_ready) METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16_decode, x, T * d->H));
       METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->proj, s->x16_decode, w->in_proj16, T, d->P, d->H));
     } else {
       METRALE_RETURN_IF_ERROR(op_gemm_f32in(o, st, s->proj, x, w->in_proj, T, d->P, d->H));
@@ -94,7 +110,7 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     }
     METRALE_RETURN_IF_ERROR(op_split(o, st, s->mixed, s->z, s->b, s->a, s->proj, T, d->nk, d->nv, d->dk, d->dv));
   } else {
-    METRALE_RETURN_IF_ERROR(prefill_in_proj(L, x, T, st, &mixed_half));
+    METRALE_RETURN_IF_ERROR(prefill_in_proj(L, x, T, x16_ready, st, &mixed_half));
   }
   if (decode) {
     METRALE_RETURN_IF_ERROR(op_conv1d_update(o, st, s->qkv, s->mixed, w->conv, conv_state, s->slots,
