@@ -226,7 +226,10 @@ __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to
  * pair (F2FP), where f32_to_bf16 takes ~8 integer steps and a branch a value.  The same bits
  * for every finite value and infinity; a NaN stays NaN (its payload may change).  For kernels
  * bound by their instructions (gated_rmsnorm_rows: 57 a value on the H200, 14 % of them LOP3,
- * 8 % branches; docs/perf-prefill.md part 15) and for phase 1's O stores. */
+ * 8 % branches; docs/perf-prefill.md part 15), for phase 1's O stores and for the GEMM epilogues'
+ * bf16 pairs (moe_down_sorted_ws_bf16: 445-448 -> 438-441 us at a 4096-token layer prefill).  (A
+ * single cvt.rn.bf16.f32 a value with f32_to_bf16 kept for NaN made add_rmsnorm slower, 24.8 ->
+ * 38.2 us at 4096 rows: not used; perf-prefill.md, the input norm's section.) */
 __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
   uint32_t r;

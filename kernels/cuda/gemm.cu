@@ -248,8 +248,7 @@ __device__ __forceinline__ void store2(void *y, unsigned N, unsigned row, unsign
     if (F32_OUT)
       *reinterpret_cast<float2 *>(static_cast<float *>(y) + i) = make_float2(v0, v1);
     else
-      *reinterpret_cast<uint32_t *>(static_cast<bf16 *>(y) + i) =
-          (uint32_t)f32_to_bf16(v0) | (uint32_t)f32_to_bf16(v1) << 16;
+      *reinterpret_cast<uint32_t *>(static_cast<bf16 *>(y) + i) = bf16x2_rn(v0, v1);
     return;
   }
   if (col < N) store_out<F32_OUT>(y, i, v0);

@@ -775,7 +775,7 @@ __device__ __forceinline__ void sorted_tile(void *y, const bf16 *__restrict__ a,
         } else {
           bf16 *yb = static_cast<bf16 *>(y);
           if (pair && col + 1 < N)
-            *reinterpret_cast<uint32_t *>(yb + o) = (uint32_t)f32_to_bf16(v0) | ((uint32_t)f32_to_bf16(v1) << 16);
+            *reinterpret_cast<uint32_t *>(yb + o) = bf16x2_rn(v0, v1);
           else {
             if (col < N) yb[o] = f32_to_bf16(v0);
             if (col + 1 < N) yb[o + 1] = f32_to_bf16(v1);

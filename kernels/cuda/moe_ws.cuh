@@ -188,7 +188,7 @@ __device__ __forceinline__ void store2(void *y, size_t o, float v0, float v1, bo
     }
   } else {
     bf16 *yb = static_cast<bf16 *>(y);
-    if (pair) *reinterpret_cast<uint32_t *>(yb + o) = (uint32_t)f32_to_bf16(v0) | ((uint32_t)f32_to_bf16(v1) << 16);
+    if (pair) *reinterpret_cast<uint32_t *>(yb + o) = bf16x2_rn(v0, v1);
     else {
       yb[o] = f32_to_bf16(v0);
       if (has1) yb[o + 1] = f32_to_bf16(v1);
