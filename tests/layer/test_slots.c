@@ -324,6 +324,13 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
  * of 64 tokens of the 512 channels, enough for 132 SMs.  conv_rounded: each conv state value of
  * the first layer is the second's rounded to half (else equal).  Returns 0 (with a log line)
  * where the backend does not take the first layer's path (taken(), on a layer). */
+/* The layer shape of the fp16-path tests below: C = 512 channels, hidden 256. */
+static void fp16_path_config(metrale_qwen3_config *cfg) {
+  small_config(cfg, 0);
+  cfg->hidden_size = 256;
+  cfg->nk = 2, cfg->nv = 4, cfg->dk = 64, cfg->dv = 64;
+}
+
 typedef int (*path_taken)(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
 static int half_pair(metrale_kernel_id drop, path_taken taken, const char *what, int conv_rounded, double tol_y,
                      double tol_state) {
@@ -332,9 +339,7 @@ static int half_pair(metrale_kernel_id drop, path_taken taken, const char *what,
   const uint32_t flags = be->caps.flags;
   be->caps.flags |= GPU_CAP_F16_TENSOR;
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
-  cfg.hidden_size = 256;
-  cfg.nk = 2, cfg.nv = 4, cfg.dk = 64, cfg.dv = 64;
+  fp16_path_config(&cfg);
   const uint32_t lens[] = {9000, 3800}, C = 2 * cfg.nk * cfg.dk + cfg.nv * cfg.dv, T = lens[0] + lens[1];
   float *x = random_x((uint64_t)T * cfg.hidden_size, 47);
   lt_run half, full;
@@ -424,9 +429,7 @@ Test(modes, input_norm_f16_equals_norm_then_f16, .timeout = 600) {
   const uint32_t flags = be->caps.flags;
   be->caps.flags |= GPU_CAP_F16_TENSOR;
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
-  cfg.hidden_size = 256;
-  cfg.nk = 2, cfg.nv = 4, cfg.dk = 64, cfg.dv = 64;
+  fp16_path_config(&cfg);
   static uint32_t lens[4096];
   for (int decode = 0; decode < 2; decode++) {
     uint32_t nseq = 2, T = 12800;
