@@ -569,8 +569,9 @@ static_assert(mk_block("gdn_decode_cluster35") == kBlock, "the slice mapping ass
  * it lands, three blocks an SM) and goes back by one bulk store from there (docs/perf-decode.md
  * section 16: 354 -> 321 us alone at batch 256).  The two value heads of a key head form a
  * cluster of 2: each block computes the key head's q/k conv from the old conv state without
- * storing it, arrives on the cluster barrier once it has read that state, and after its own
- * work the block of the first value head waits on the barrier and shifts the q/k conv state.  Same
+ * storing it, arrives on the cluster barrier once its column sums are done (it read that
+ * state long before), and after its own work the block of the first value head waits on the
+ * barrier and shifts the q/k conv state; each block shifts its own v channels last.  Same
  * arithmetic in the same order as fused_fast for each head (s' = S e^g is recomputed from the
  * copy for the update: the same bits), so y and both states equal the fused kernel's bit for
  * bit. */
@@ -599,8 +600,8 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
   /* launch-time validation rejects other shapes; every block still meets the barrier */
   const bool live = dk == FD && dv == FD && nk != 0 && nv % nk == 0 && nv / nk <= 2 && kw != 0 &&
                     unit < (size_t)bsz * nv && aligned16(state);
-  float x_qk = 0.0f;
-  float *st_qk = nullptr;
+  float x_qk = 0.0f, x_v = 0.0f;
+  float *st_qk = nullptr, *st_v = nullptr;
   bool shift_qk = false;
   if (live) {
     const row_layout L(nk, nv, FD, FD);
@@ -615,11 +616,16 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
     head_gates(j, L, h, &g, &beta);
     const float decay = expf(g);
     float v = 0.0f, z = 0.0f;
-    if (tid < FD) value_column(j, L, h, tid, &v, &z);
+    if (tid < FD) { /* column tid's v (conv of this block's own channel, shifted at the end) and z */
+      const size_t ch = 2 * (size_t)L.nk * FD + (size_t)h * FD + tid;
+      x_v = j.row[L.v(h) + tid];
+      st_v = conv_state_of(j, ch);
+      v = conv_value(x_v, j.cw + ch * j.kw, st_v, j.kw);
+      z = j.row[L.z(h) + tid];
+    }
     st_qk = qk_conv_kept(j, L, sm.qk, &x_qk);
     shift_qk = h % L.r == 0 && st_qk; /* the key head's first value head stores it */
-    cluster_arrive_release(); /* this block has read the q/k conv state */
-    __syncthreads();          /* also: the barrier is initialised before anyone waits on it */
+    __syncthreads(); /* also: the barrier is initialised before anyone waits on it */
     const float qk = l2norm_qk_fast(sm.qk, sm.red);
     if (Sh) sm90::mbar_wait(bar, 0);
     float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), qv = kv;
@@ -636,6 +642,12 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
     const float ss = group_sum(ob * ob);
     if (lane == 0) sm.red[3][grp] = ss;
     __syncthreads();
+    /* This block has long read the q/k conv state.  It arrives here, not right after those
+     * reads: a release there (with the prelude's loads still in flight) lengthened every
+     * block's prelude, and a block holds its 64 KiB of shared memory from its first
+     * instruction to its last: 318 -> 299 us alone at batch 256 (docs/perf-decode.md
+     * section 23). */
+    cluster_arrive_release();
     if (Sh) { /* S = s' + k d^T, in place in Ss, then one bulk store of the head */
       const float4 d4 = *reinterpret_cast<const float4 *>(&sm.d[c0]);
 #pragma unroll
@@ -661,6 +673,7 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
   } else {
     cluster_arrive_release();
   }
+  if (st_v) conv_shift(st_v, x_v, kw);
   cluster_wait_acquire(); /* both blocks have read the q/k conv state */
   if (shift_qk) conv_shift(st_qk, x_qk, kw);
   if (tid == 0) sm90::bulk_wait_read(); /* Ss stays until the engine has read it */
