@@ -405,6 +405,15 @@ constexpr unsigned kSliceCols = FD / kSlices; /* 32 columns: one norm group of f
 constexpr unsigned kCluster = 8;              /* two value heads' blocks */
 static_assert(kSliceCols == 32 && kGroups * kTileRows == FD, "a lane per column, 16 rows a group");
 
+/* The cluster barrier in two halves: the arrival releases what this thread wrote (and orders
+ * what it read) before the other blocks' waits return. */
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 /* The same conv without the state update, for a state that several blocks read: the
  * arithmetic of conv_channel exactly (the cluster kernel's results equal the fused
  * kernel's bit for bit); conv_shift then updates the state. */
@@ -514,6 +523,9 @@ __device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16
     const float ss = group_sum(ob * ob);
     if (tid == 0) sm.ss = ss;
     __syncthreads();
+    /* This block has read the q/k conv state and left its sum of squares.  Arriving before the
+     * state's stores, not after them: a release behind the stores waits for them to land. */
+    cluster_arrive_release();
     const float d = sm.d[lane];
 #pragma unroll
     for (unsigned i = 0; i < kTileRows; i++) {
@@ -521,8 +533,10 @@ __device__ __forceinline__ void slice_decode(bf16 *y, const float *p, const bf16
       if (Sh) Sh[(size_t)(r0 + i) * FD + col] = S[i];
     }
     yh = j.y + (size_t)h * FD;
+  } else {
+    cluster_arrive_release();
   }
-  cl.sync(); /* every block has read the q/k conv state and left its sum of squares */
+  cluster_wait_acquire(); /* every block has read the q/k conv state and left its sum of squares */
   if (live) {
     if (tid < kSliceCols) {
       const unsigned first = cl.block_rank() - slice; /* the value head's four blocks */
@@ -581,12 +595,6 @@ namespace {
 constexpr unsigned kPair = 2; /* blocks a cluster: a key head's value heads (r <= 2) */
 constexpr unsigned kHeadBytes = FD * FD * sizeof(float);
 
-__device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait_acquire() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 
 /* One block: the head of unit blockIdx.x (token * nv + value head), its state copied into Ss. */
 __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
