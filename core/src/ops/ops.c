@@ -7,8 +7,15 @@
  * tensor-core tiles (split K for the few tiles of a decode batch).  On the H200 at batch 8
  * in_proj took 71 us on gemv_f32in and 44 on gemm_f32in_splitk, out_proj 58 on gemv_bf16 and
  * 17 on gemm_bf16_splitk: the mixer decode step 117.7 -> 73.4 us at 8, 79.4 -> 71.6 at 5,
- * 241 -> 83 at 16; 1, 2 and 4 stay on the gemv (docs/perf-decode.md section 14). */
+ * 241 -> 83 at 16; 1, 2 and 4 stay on the gemv (docs/perf-decode.md section 14).  Large
+ * weights (n k >= GEMV_LARGE_NK: the mixer's in_proj and out_proj) go to the tiles from 3
+ * rows since the 64-row ws tiles: the gemv's multiply-adds grow with the rows, the tiles' time
+ * hardly does (mixer decode 3 / 4 53.3 / 62.5 -> 45.9 / 50.3 us); the small ones (the MoE
+ * layer's router and shared expert) keep the gemv to 4 rows, where the tiles' fixed costs lose
+ * (docs/perf-decode.md section 25). */
 #define GEMV_MAX_M 4u
+#define GEMV_MAX_M_LARGE 2u
+#define GEMV_LARGE_NK (4ull << 20)
 
 /* Whether a family names kernel id (METRALE_K_COUNT: none) and the backend has it. */
 static int has_kernel(const metrale_ops *o, metrale_kernel_id id) { return id != METRALE_K_COUNT && o->k[id]; }
@@ -48,7 +55,7 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   return METRALE_OK;
 }
 
-/* One GEMM contract served by a family of kernels: a gemv for decode (M <= 4), warp-
+/* One GEMM contract served by a family of kernels: a gemv for decode (M <= 2 or 4), warp-
  * specialised 128x256 or 64x256 tiles with K split over a cluster when there are few of them
  * (decode batches), whole-K 128x256 (or 128x192) or 128x128 tiles when there are enough of
  * them to fill the GPU,
@@ -197,11 +204,19 @@ static int use_ws192(const metrale_ops *o, const gemm_family *f, uint32_t m, uin
   return w192 < w256;
 }
 
+/* The most rows a GEMM of n columns, k deep, takes on the gemv (GEMV_MAX_M above): fewer for
+ * large weights where the backend has the 64-row ws split tiles they then take. */
+static uint32_t gemv_max_m(const metrale_ops *o, const gemm_family *f, uint32_t n, uint32_t k) {
+  const int tiles = has_kernel(o, f->ws_split[1][0]) || has_kernel(o, f->ws_split[1][1]) ||
+                    has_kernel(o, f->ws_split[1][2]);
+  return tiles && (uint64_t)n * k >= GEMV_LARGE_NK ? GEMV_MAX_M_LARGE : GEMV_MAX_M;
+}
+
 /* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
  * split) runs on, and its launch shape (kernels.def): grid (ceil(N/bn), ceil(M/bm), slices);
  * bm = 0 for the gemv's grid (ceil(N/8)); walk: ws_grid's. */
 static gemm_plan gemm_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
-  if (m <= GEMV_MAX_M && has_kernel(o, f->gemv)) return (gemm_plan){f->gemv, 0, 8, 1, 0};
+  if (m <= gemv_max_m(o, f, n, k) && has_kernel(o, f->gemv)) return (gemm_plan){f->gemv, 0, 8, 1, 0};
   if (n && k) {
     const gemm_plan p = ws_split_pick(o, f, m, n, k);
     if (p.id != METRALE_K_COUNT) return p;

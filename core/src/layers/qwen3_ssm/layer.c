@@ -87,14 +87,25 @@ int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *L) { return L-
 
 typedef const char *(*gemm_path_fn)(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k);
 
+/* The most decode rows (up to 16) a projection of n columns, k deep, still takes on a gemv; 0 if
+ * none.  The batches shown below skip the threshold, which depends on the weight's size. */
+static uint32_t gemv_rows(gemm_path_fn path, const metrale_ops *o, uint32_t n, uint32_t k) {
+  uint32_t last = 0;
+  for (uint32_t m = 1; m <= 16; m++)
+    if (strncmp(path(o, m, n, k), "gemv", 4) == 0) last = m;
+  return last;
+}
+
 /* One projection's kernels at decode batch 1, 8, 64 and 256 (n columns) and at a 4096-token
- * prefill (n_prefill columns), k deep. */
+ * prefill (n_prefill columns), k deep, and up to which batch the gemv runs. */
 static void describe_gemm(FILE *out, const char *label, gemm_path_fn path, const metrale_ops *o, uint32_t n,
                           uint32_t n_prefill, uint32_t k) {
   static const uint32_t rows[] = {1, 8, 64, 256, 4096};
   fprintf(out, "  %-31s", label);
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
     fprintf(out, "%sgemm.%s", i ? " / " : "", path(o, rows[i], rows[i] == 4096 ? n_prefill : n, k));
+  const uint32_t g = gemv_rows(path, o, n, k);
+  if (g) fprintf(out, " (gemv to batch %u)", g);
   fputc('\n', out);
 }
 
@@ -121,11 +132,14 @@ static void describe_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int 
             have16 && metrale_ops_f16_gemm_fits(o, rows[i], d->P, d->H) ? "gemm_f16_ws"
                                                                          : metrale_ops_gemm_f32in_path(o, rows[i], d->P, d->H));
   if (have16 && qwen3_ssm_one_in_proj(o, d, 4096))
-    fprintf(out, " / gemm.%s (all of it)\n", audit_mixed_half(o, d, have16) ? "gemm_f16_ws_cols3q" : "gemm_f16_ws_cols3");
+    fprintf(out, " / gemm.%s (all of it)", audit_mixed_half(o, d, have16) ? "gemm_f16_ws_cols3q" : "gemm_f16_ws_cols3");
   else
-    fprintf(out, " / gemm.%s (its q|k|v)\n",
+    fprintf(out, " / gemm.%s (its q|k|v)",
             have16 && metrale_ops_f16_gemm_fits(o, 4096, d->C, d->H) ? "gemm_f16_ws"
                                                                       : metrale_ops_gemm_f32in_path(o, 4096, d->C, d->H));
+  const uint32_t g = gemv_rows(metrale_ops_gemm_f32in_path, o, d->P, d->H);
+  if (g) fprintf(out, " (gemv to batch %u)", g);
+  fputc('\n', out);
   uint32_t from = 0;
   for (uint32_t t = 1; t <= 4096 && have16 && !from; t++)
     if (metrale_ops_f16_gemm_fits(o, t, d->P, d->H)) from = t;
