@@ -595,7 +595,6 @@ namespace {
 constexpr unsigned kPair = 2; /* blocks a cluster: a key head's value heads (r <= 2) */
 constexpr unsigned kHeadBytes = FD * FD * sizeof(float);
 
-
 /* One block: the head of unit blockIdx.x (token * nv + value head), its state copied into Ss. */
 __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
                                             const float *a_log, const bf16 *dt_bias, const bf16 *nw,

@@ -9,10 +9,10 @@
  * 17 on gemm_bf16_splitk: the mixer decode step 117.7 -> 73.4 us at 8, 79.4 -> 71.6 at 5,
  * 241 -> 83 at 16; 1, 2 and 4 stay on the gemv (docs/perf-decode.md section 14).  Large
  * weights (n k >= GEMV_LARGE_NK: the mixer's in_proj and out_proj) go to the tiles from 3
- * rows since the 64-row ws tiles: the gemv's multiply-adds grow with the rows, the tiles' time
- * hardly does (mixer decode 3 / 4 53.3 / 62.5 -> 45.9 / 50.3 us); the small ones (the MoE
- * layer's router and shared expert) keep the gemv to 4 rows, where the tiles' fixed costs lose
- * (docs/perf-decode.md section 25). */
+ * rows since the 64-row ws tiles: the gemv's multiply-adds grow with the rows, the tiles'
+ * time hardly does (mixer decode 3 / 4 53.3-53.9 / 62.4-63.1 -> 46.3-46.5 / 49.5-49.7 us);
+ * the small ones (the MoE layer's router and shared expert) keep the gemv to 4 rows, where
+ * the tiles' fixed costs lose (docs/perf-decode.md section 25). */
 #define GEMV_MAX_M 4u
 #define GEMV_MAX_M_LARGE 2u
 #define GEMV_LARGE_NK (4ull << 20)
