@@ -850,10 +850,12 @@ static_assert(mk_block("gemm_f16_ws_cols3q") == ws::THREADS &&
               "kernels.def: gemm_f16_ws_cols3's block, ring, boxes and clusters");
 
 /* BM x 256 tiles with K in `slices`, the slices of a tile one cluster (split_sum). */
-#define MK_KERNEL_WS_SPLIT(name, XT, YT, BM, STAGES, slices)                                                 \
+#define MK_KERNEL_WS_SPLIT(name, XT, YT, BM, STAGES, slices) MK_KERNEL_WS_SPLIT_OF(name, XT, YT, BM, STAGES, slices, false)
+/* F16: x and w IEEE halves (gemm_f16_ws's product), y f32 */
+#define MK_KERNEL_WS_SPLIT_OF(name, XT, YT, BM, STAGES, slices, F16)                                          \
   extern "C" __global__ void __launch_bounds__(mk_block(#name), 1) __cluster_dims__(1, 1, slices)             \
   name(YT *y, const XT *x, const bf16 *w, unsigned m, unsigned n, unsigned k) {                               \
-    ws::gemm_tile_ws<XT, sizeof(YT) == 4, STAGES, true, slices, 256, BM>(y, x, w, m, n, k);                  \
+    ws::gemm_tile_ws<XT, sizeof(YT) == 4, STAGES, true, slices, 256, BM, F16>(y, x, w, m, n, k);             \
   }                                                                                                           \
   MK_CHECK(name, gemm);                                                                                       \
   static_assert(mk_block(#name) == ws::THREADS &&                                                             \
@@ -867,6 +869,9 @@ MK_KERNEL_WS_SPLIT(gemm_f32in_ws_splitk2, float, float, 128, kWsStagesF32, 2);
  * KiB (bf16 x) or 8 of 24 KiB (f32 x). */
 MK_KERNEL_WS_SPLIT(gemm_bf16_ws64_splitk8, bf16, bf16, 64, 9, 8);
 MK_KERNEL_WS_SPLIT(gemm_f32in_ws64_splitk2, float, float, 64, 8, 2);
+/* gemm_f16_ws's product on the split forms: in_proj at decode batches below the 128-row pairs */
+MK_KERNEL_WS_SPLIT_OF(gemm_f16_ws_splitk2, bf16, float, 128, kWsStagesBf16, 2, true);
+MK_KERNEL_WS_SPLIT_OF(gemm_f16_ws64_splitk2, bf16, float, 64, 9, 2, true);
 
 /* 128x192 tiles for f32 x: where 256-wide tiles leave SMs idle and 192-wide ones do not
  * (in_proj at decode 192 / 256: 98 tiles of 256 on 132 SMs, 130 of 192). */

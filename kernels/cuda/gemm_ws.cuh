@@ -466,10 +466,10 @@ __device__ __forceinline__ void gemm_tile_ws(Y y, const XT *__restrict__ x, cons
   if (!tw0.more(M, N)) return; /* a cluster's blocks share the item: all of them or none */
   unsigned kt0, NT;
   k_steps_of_block<SPLIT>((K + BK - 1) / BK, kt0, NT);
-  /* early start (kernels.def rows: the whole-K forms, which prefill takes): resident while the
-   * kernel before ends, nothing read or written before the wait.  The split-K and 64-row forms
-   * are launched as usual, where the wait does nothing.  Either way the kernel after may start
-   * once every block runs. */
+  /* early start (kernels.def rows: the whole-K forms, which prefill takes, and the fp16 split
+   * forms of decode's in_proj): resident while the kernel before ends, nothing read or written
+   * before the wait.  The other split-K and 64-row forms are launched as usual, where the wait
+   * does nothing.  Either way the kernel after may start once every block runs. */
   mk_allow_next();
   mk_wait_prior();
   const uint32_t s0 = dyn_smem_base();

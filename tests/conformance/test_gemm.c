@@ -256,10 +256,11 @@ Test(gemm, gemm_f32in_splitk) {
 /* gemm_f16_ws: x and w IEEE half values that bf16 cannot hold (10-bit mantissas, some
  * subnormal), so that a kernel taking them as bf16, or rounding them to bf16, fails; the
  * products are exact in f32, so the f32 tolerance applies. */
-static void run_gemm_f16_ws(gpu_dim3 walk) {
-  CF_BEGIN(ctx, kern, METRALE_K_gemm_f16_ws);
-  for (size_t si = 0; si < sizeof ws_shapes / sizeof ws_shapes[0]; si++) {
-    const mnk *s = &ws_shapes[si];
+static void run_gemm_f16_on(metrale_kernel_id id, const mnk *shapes, size_t nshapes, uint32_t tile, uint32_t gz,
+                            gpu_dim3 walk) {
+  CF_BEGIN(ctx, kern, id);
+  for (size_t si = 0; si < nshapes; si++) {
+    const mnk *s = &shapes[si];
     snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u K=%u", s->m, s->n, s->k);
     const size_t nx = (size_t)s->m * s->k, nw = (size_t)s->n * s->k, ny = (size_t)s->m * s->n;
     uint16_t *x = cf_alloc(nx, 2), *w = cf_alloc(nw, 2);
@@ -275,7 +276,7 @@ static void run_gemm_f16_ws(gpu_dim3 walk) {
         ref[(size_t)i * s->n + j] = acc;
       }
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_gemm_f16_ws, walk.x ? walk : tile_grid(METRALE_K_gemm_f16_ws, s, 128, 256, 1));
+    cf_launch_init(&l, id, walk.x ? walk : tile_grid(id, s, tile, 256, gz));
     int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
     int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0); /* 16-bit words holding halves */
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
@@ -292,7 +293,22 @@ static void run_gemm_f16_ws(gpu_dim3 walk) {
   cf_close(&ctx);
 }
 
+static void run_gemm_f16_ws(gpu_dim3 walk) {
+  run_gemm_f16_on(METRALE_K_gemm_f16_ws, ws_shapes, sizeof ws_shapes / sizeof ws_shapes[0], 128, 1, walk);
+}
+
 Test(gemm, gemm_f16_ws) { run_gemm_f16_ws((gpu_dim3){0, 0, 0}); }
+
+/* the split forms (in_proj at decode batches below the 128-row pairs): the split shapes */
+Test(gemm, gemm_f16_ws_splitk2) {
+  run_gemm_f16_on(METRALE_K_gemm_f16_ws_splitk2, ws_splitk_shapes, sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0],
+                  128, 2, (gpu_dim3){0, 0, 0});
+}
+
+Test(gemm, gemm_f16_ws64_splitk2) {
+  run_gemm_f16_on(METRALE_K_gemm_f16_ws64_splitk2, ws_splitk_shapes,
+                  sizeof ws_splitk_shapes / sizeof ws_splitk_shapes[0], 64, 2, (gpu_dim3){0, 0, 0});
+}
 
 Test(gemm, gemm_f16_ws_walk) {
   for (size_t i = 0; i < sizeof WALKS / sizeof WALKS[0]; i++) run_gemm_f16_ws(walk_grid(METRALE_K_gemm_f16_ws, i));

@@ -229,6 +229,54 @@ Test(modes, large_decode_batch_on_f16_proj, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
+/* Decode batches below the 128x256 pairs project on fp16 x too, by the 2-slice split forms
+ * (gemm_f16_ws64_splitk2 to 64 rows, gemm_f16_ws_splitk2 to 128; mixer.c, docs/numerics.md),
+ * and agree with the prefill and the split as the f32-x decode does.  P = 6176 columns (25
+ * tiles wide) and K = 1024 give an H200's 132 SMs 50 blocks at either size; the audit must put
+ * the fp16 projection's start at or below the smaller batch (the test claims
+ * GPU_CAP_F16_TENSOR, as the tests above do).  72 sequences: the first step decodes 72 tokens,
+ * the next two 40. */
+Test(modes, small_decode_batches_on_f16_proj, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  gpu_backend *be = metrale_device_backend(dev);
+  be->caps.flags |= GPU_CAP_F16_TENSOR;
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  cfg.hidden_size = 1024;
+  cfg.nk = 16, cfg.nv = 16, cfg.dk = 128, cfg.dv = 64; /* C = 5120, z = 1024, P = 6176 */
+  enum { NSEQ = 72, NLONG = 40 };
+  uint32_t lens[NSEQ];
+  for (uint32_t i = 0; i < NSEQ; i++) lens[i] = i < NLONG ? 3 : 1;
+
+  metrale_random_source rs = {67};
+  metrale_qwen3_ssm_layer *L = NULL;
+  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
+  gpu_kernel k16 = 0;
+  metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
+  const int has16 = s == NULL;
+  metrale_status_free(s);
+  char *text = describe(L);
+  const char *at = strstr(text, "(decode from ");
+  if (has16) {
+    cr_assert(at != NULL, "the audit names no fp16 decode projection:\n%s", text);
+    const unsigned from = (unsigned)strtoul(at + strlen("(decode from "), NULL, 10);
+    cr_expect(from >= 1 && from <= NLONG, "the fp16 decode projection starts at %u tokens, past %u:\n%s", from,
+              (unsigned)NLONG, text);
+  } else {
+    cr_expect(at == NULL, "the audit names an fp16 decode projection without gemm_f16_ws:\n%s", text);
+    cr_log_info("this backend has no gemm.gemm_f16_ws: decode keeps f32 x");
+  }
+  free(text);
+  metrale_qwen3_ssm_layer_destroy(L);
+
+  uint64_t T = 0;
+  for (uint32_t i = 0; i < NSEQ; i++) T += lens[i];
+  float *x = random_x(T * cfg.hidden_size, 71);
+  expect_modes_agree(dev, &cfg, 73, METRALE_PART_MIXER, x, lens, NSEQ, 2);
+  free(x);
+  metrale_device_destroy(dev);
+}
+
 /* Where the backend runs the prefill's in_proj on IEEE half operands (gemm_f16_ws_cols3, or
  * q|k|v and z on gemm_f16_ws; the
  * test claims GPU_CAP_F16_TENSOR for the backend, so that the cpu, which has the kernels but

@@ -109,14 +109,15 @@ static const gemm_family GEMM_F32IN_HI = {METRALE_K_gemv_f32in,        METRALE_K
                                            {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}},
                                           METRALE_K_COUNT};
 
-/* q|k|v and z at prefill, in_proj at large decode batches, on IEEE half operands: the ws
- * tile only (128x192 tiles lost at decode 129..256: docs/perf-gemm.md) */
+/* q|k|v and z at prefill, in_proj at decode batches past the gemv's rows, on IEEE half
+ * operands: the ws tile and, for up to 128 rows, its 2-slice split forms (128x192 tiles lost
+ * at decode 129..256: docs/perf-gemm.md; the split forms: docs/perf-decode.md section 26) */
 static const gemm_family GEMM_F16 = {METRALE_K_COUNT, METRALE_K_gemm_f16_ws,
                                      METRALE_K_COUNT, METRALE_K_COUNT,
                                      METRALE_K_COUNT, METRALE_K_COUNT,
                                      0,               METRALE_K_COUNT,
-                                     {{METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT},
-                                      {METRALE_K_COUNT, METRALE_K_COUNT, METRALE_K_COUNT}},
+                                     {{METRALE_K_gemm_f16_ws_splitk2, METRALE_K_COUNT, METRALE_K_COUNT},
+                                      {METRALE_K_gemm_f16_ws64_splitk2, METRALE_K_COUNT, METRALE_K_COUNT}},
                                      METRALE_K_COUNT};
 
 /* The warp-specialised 128x256 tiles (one block an SM) once they fill at least half the
@@ -246,6 +247,9 @@ const char *metrale_ops_gemm_f32in_path(const metrale_ops *o, uint32_t m, uint32
 }
 const char *metrale_ops_gemm_z_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
   return gemm_name(o, &GEMM_F32IN_HI, m, n, k);
+}
+const char *metrale_ops_gemm_f16_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
+  return metrale_ops_f16_gemm_fits(o, m, n, k) ? gemm_name(o, &GEMM_F16, m, n, k) : NULL;
 }
 
 size_t metrale_ops_gemm_ws_split_kernels(const metrale_ops *o, metrale_kernel_id *ids, size_t cap) {
@@ -388,7 +392,9 @@ int metrale_ops_has_f16_proj(const metrale_ops *o) {
 }
 
 int metrale_ops_f16_gemm_fits(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t k) {
-  return metrale_ops_has_f16_proj(o) && (uint64_t)m * k <= UINT32_MAX && use_ws(o, &GEMM_F16, m, n);
+  if (!metrale_ops_has_f16_proj(o) || (uint64_t)m * k > UINT32_MAX) return 0;
+  if (use_ws(o, &GEMM_F16, m, n)) return 1;
+  return m > gemv_max_m(o, &GEMM_F32IN, n, k) && n && k && ws_split_pick(o, &GEMM_F16, m, n, k).id != METRALE_K_COUNT;
 }
 
 metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, uint32_t n) {
@@ -397,8 +403,9 @@ metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
 
 metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w, uint32_t m,
                            uint32_t n, uint32_t k) {
-  const gpu_dim3 grid = ws_grid(o, METRALE_K_gemm_f16_ws, m, n, 128, 256);
-  LAUNCH(o, st, gemm_f16_ws, grid.x, 1, P(y), P(x), P(w), U(m), U(n), U(k));
+  if (!metrale_ops_f16_gemm_fits(o, m, n, k))
+    return METRALE_ERROR(INTERNAL, "gemm_f16: no fp16 kernel takes M = %u, N = %u, K = %u", m, n, k);
+  return gemm_run(o, &GEMM_F16, st, y, x, w, m, n, k);
 }
 
 int metrale_ops_f16_in_proj_fits(const metrale_ops *o, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2,

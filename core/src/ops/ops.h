@@ -23,6 +23,8 @@ const char *metrale_ops_gemm_path(const metrale_ops *ops, uint32_t m, uint32_t n
 const char *metrale_ops_gemm_f32_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
 const char *metrale_ops_gemm_f32in_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
 const char *metrale_ops_gemm_z_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
+/* the fp16 GEMM's kernel (op_gemm_f16), or NULL where metrale_ops_f16_gemm_fits says no */
+const char *metrale_ops_gemm_f16_path(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
 /* The GEMM family kernels with K split over a cluster of warp-specialised tiles that the
  * backend has, in manifest order: writes up to cap of them to ids, returns how many. */
 size_t metrale_ops_gemm_ws_split_kernels(const metrale_ops *ops, metrale_kernel_id *ids, size_t cap);
@@ -64,22 +66,25 @@ metrale_status op_gemm_f32in(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
  * z does not feed the recurrence (docs/numerics.md). */
 metrale_status op_gemm_f32in_z(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                uint32_t m, uint32_t n, uint32_t k);
-/* The prefill's q|k|v and z projections on IEEE half operands (gemm_f16_ws, docs/numerics.md):
- * whether the backend has the kernels and a GEMM of m x n (k deep) takes the 128x256 tiles
- * there, by the rule of the other ws tiles. */
+/* A projection on IEEE half operands (gemm_f16_ws and its split forms, docs/numerics.md): whether
+ * the backend has the kernels and a GEMM of m x n (k deep) takes their tiles, by the rule of the
+ * other ws tiles: the 128x256 pairs where they fill half the SMs, else, above the rows the f32-x
+ * gemv takes, the split forms where those do (ws_split_pick). */
 int metrale_ops_f16_gemm_fits(const metrale_ops *ops, uint32_t m, uint32_t n, uint32_t k);
 /* Whether the layer should keep fp16 weights for those projections: the backend has both
  * kernels and says they are fast (GPU_CAP_F16_TENSOR). */
 int metrale_ops_has_f16_proj(const metrale_ops *ops);
 /* y fp16 [n] = x f32 [n] (elementwise.f32_to_f16) */
 metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, uint32_t n);
-/* y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T on gemm_f16_ws (where metrale_ops_f16_gemm_fits) */
+/* y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T on gemm_f16_ws or a split form (where
+ * metrale_ops_f16_gemm_fits; elsewhere an INTERNAL error) */
 metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                            uint32_t m, uint32_t n, uint32_t k);
 /* The prefill's whole in_proj in one GEMM on IEEE half operands, its columns into three
  * outputs (gemm_f16_ws_cols3: q|k|v, z, then b|a for gates_ba): whether the backend has both
- * kernels and the GEMM of m x (n0 + n1 + n2), k deep, takes the 128x256 tiles
- * (metrale_ops_f16_gemm_fits). */
+ * kernels and an fp16 GEMM of m x (n0 + n1 + n2), k deep, applies (metrale_ops_f16_gemm_fits).
+ * cols3 runs whole-K 128x256 pairs also where that GEMM alone would take a split form: at 64
+ * tokens its one launch beat three GEMMs on f32 x (docs/perf-decode.md section 26). */
 int metrale_ops_f16_in_proj_fits(const metrale_ops *ops, uint32_t m, uint32_t n0, uint32_t n1, uint32_t n2,
                                  uint32_t k);
 /* Whether the prefill hands mixed from in_proj to the conv in IEEE half: the backend has both

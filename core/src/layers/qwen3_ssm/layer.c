@@ -121,16 +121,16 @@ static int audit_v_half(const metrale_ops *o, const qwen3_ssm_dims *d, int have1
 }
 
 /* in_proj at decode 1, 8, 64 and 256 (all P rows: fp16 x where the layer has in_proj16 and
- * the batch fills gemm_f16_ws's tiles, mixer.c) and at a 4096-token prefill: all of it in one
+ * an fp16 GEMM takes the batch, mixer.c) and at a 4096-token prefill: all of it in one
  * GEMM (gemm_f16_ws_cols3) where the layer takes that, else its q|k|v (describe_prefill_proj
  * names the rest). */
 static void describe_in_proj(const metrale_ops *o, const qwen3_ssm_dims *d, int have16, FILE *out) {
   static const uint32_t rows[] = {1, 8, 64, 256};
   fprintf(out, "  %-31s", "in_proj:");
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    fprintf(out, "%sgemm.%s", i ? " / " : "",
-            have16 && metrale_ops_f16_gemm_fits(o, rows[i], d->P, d->H) ? "gemm_f16_ws"
-                                                                         : metrale_ops_gemm_f32in_path(o, rows[i], d->P, d->H));
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const char *f16 = have16 ? metrale_ops_gemm_f16_path(o, rows[i], d->P, d->H) : NULL;
+    fprintf(out, "%sgemm.%s", i ? " / " : "", f16 ? f16 : metrale_ops_gemm_f32in_path(o, rows[i], d->P, d->H));
+  }
   if (have16 && qwen3_ssm_one_in_proj(o, d, 4096))
     fprintf(out, " / gemm.%s (all of it)", audit_mixed_half(o, d, have16) ? "gemm_f16_ws_cols3q" : "gemm_f16_ws_cols3");
   else

@@ -6,8 +6,9 @@
  *                       weights.c: prefill runs one GEMM per piece, or one GEMM whose
  *                       columns go to the pieces (gemm_f16_ws_cols3), decode one gemv
  *                       into proj [B, P] and the Qwen3.5-layout split or fused kernel;
- *                       prefill's projections, and a large decode batch's proj, on fp16(x)
- *                       and in_proj16 where the backend has gemm_f16_ws and its tiles pay:
+ *                       prefill's projections, and the proj of a decode batch past the
+ *                       gemv's rows, on fp16(x) and in_proj16 where the backend has
+ *                       gemm_f16_ws (and its split forms) and their tiles pay:
  *                       docs/numerics.md)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated (prefill:
  *                       v into vh [T, nv*dv] in IEEE half instead, for the fp16 core's
@@ -93,8 +94,9 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     return METRALE_ERROR(INTERNAL, "mixer given fp16 x where it reads f32 x (%u tokens, %s)", T,
                          decode ? "decode" : "prefill");
   if (decode) {
-    /* the whole projection on fp16(x) where the batch fills gemm_f16_ws's tiles (from 129
-     * tokens on the H200; docs/numerics.md), else on f32 x */
+    /* the whole projection on fp16(x) where an fp16 GEMM takes the batch (on the H200 from 3
+     * tokens: the split forms to 128, the 128x256 pairs from 129; docs/numerics.md), else on
+     * f32 x */
     if (qwen3_ssm_mixer_takes_x16(L, T, 1)) {
       if (!x16_ready) METRALE_RETURN_IF_ERROR(op_f32_to_f16(o, st, s->x16_decode, x, T * d->H));
       METRALE_RETURN_IF_ERROR(op_gemm_f16(o, st, s->proj, s->x16_decode, w->in_proj16, T, d->P, d->H));

@@ -119,9 +119,9 @@ metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight
   uint64_t o_gnorm = take(&c, d->dv * bf);
   uint64_t o_out = take(&c, H * d->nv * d->dv * bf);
   const uint64_t rows16 = d->P; /* all of in_proj: q|k|v, z, b, a */
-  /* the prefill may take gemm_f16_ws for q|k|v and z, a decode batch that fills its tiles for
-   * all of in_proj (mixer.c), where the backend has the kernels and their speed; the weights'
-   * range is checked when they are converted */
+  /* the prefill may take gemm_f16_ws for q|k|v and z, a decode batch past the gemv's rows its
+   * forms for all of in_proj (mixer.c), where the backend has the kernels and their speed; the
+   * weights' range is checked when they are converted */
   const int want16 = metrale_ops_has_f16_proj(&L->ops);
   const uint64_t o_in_proj16 = want16 ? take(&c, rows16 * H * 2) : 0;
   uint64_t o_mlp_gu = 0, o_mlp_down = 0, o_router = 0, o_egu = 0, o_edown = 0, o_sgu = 0, o_sdown = 0;
