@@ -163,6 +163,34 @@ static char *describe(const metrale_qwen3_ssm_layer *L) {
   return text;
 }
 
+/* A layer of cfg (random weights from seed): where the backend has gemm_f16_ws, the audit must
+ * name an fp16 decode projection from at most `most` tokens; else none.  Returns whether the
+ * backend has it. */
+static int expect_f16_decode_from(metrale_device *dev, const metrale_qwen3_config *cfg, uint64_t seed, unsigned most) {
+  gpu_backend *be = metrale_device_backend(dev);
+  metrale_random_source rs = {seed};
+  metrale_qwen3_ssm_layer *L = NULL;
+  CHECK(metrale_qwen3_ssm_layer_create(dev, cfg, 0, metrale_weight_source_random(&rs), &L));
+  gpu_kernel k16 = 0;
+  metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
+  const int has16 = s == NULL;
+  metrale_status_free(s);
+  char *text = describe(L);
+  const char *at = strstr(text, "(decode from ");
+  if (has16) {
+    cr_assert(at != NULL, "the audit names no fp16 decode projection:\n%s", text);
+    const unsigned from = (unsigned)strtoul(at + strlen("(decode from "), NULL, 10);
+    cr_expect(from >= 1 && from <= most, "the fp16 decode projection starts at %u tokens, past %u:\n%s", from, most,
+              text);
+  } else {
+    cr_expect(at == NULL, "the audit names an fp16 decode projection without gemm_f16_ws:\n%s", text);
+    cr_log_info("this backend has no gemm.gemm_f16_ws: decode keeps f32 x");
+  }
+  free(text);
+  metrale_qwen3_ssm_layer_destroy(L);
+  return has16;
+}
+
 /* A decode batch that fills gemm_f16_ws's 128x256 tiles for all of in_proj (P = 4640 columns,
  * 19 tiles wide: from 385 tokens on an H200's 132 SMs) projects on fp16 x (mixer.c), b and a
  * included; it agrees with the prefill and the split as the f32-x decode does, and the audit
@@ -182,25 +210,7 @@ Test(modes, large_decode_batch_on_f16_proj, .timeout = 600) {
   uint32_t lens[NSEQ];
   for (uint32_t i = 0; i < NSEQ; i++) lens[i] = 2;
 
-  metrale_random_source rs = {53};
-  metrale_qwen3_ssm_layer *L = NULL;
-  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
-  gpu_kernel k16 = 0;
-  metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
-  const int has16 = s == NULL;
-  metrale_status_free(s);
-  char *text = describe(L);
-  const char *at = strstr(text, "(decode from ");
-  if (has16) {
-    cr_assert(at != NULL, "the audit names no fp16 decode projection:\n%s", text);
-    const unsigned from = (unsigned)strtoul(at + strlen("(decode from "), NULL, 10);
-    cr_expect(from >= 1 && from <= NSEQ, "the fp16 decode projection starts at %u tokens, past %u", from, NSEQ);
-  } else {
-    cr_expect(at == NULL, "the audit names an fp16 decode projection without gemm_f16_ws:\n%s", text);
-    cr_log_info("this backend has no gemm.gemm_f16_ws: decode keeps f32 x");
-  }
-  free(text);
-  metrale_qwen3_ssm_layer_destroy(L);
+  const int has16 = expect_f16_decode_from(dev, &cfg, 53, NSEQ);
 
   float *x = random_x(2ull * NSEQ * cfg.hidden_size, 59);
   expect_modes_agree(dev, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, 1);
@@ -248,26 +258,7 @@ Test(modes, small_decode_batches_on_f16_proj, .timeout = 600) {
   uint32_t lens[NSEQ];
   for (uint32_t i = 0; i < NSEQ; i++) lens[i] = i < NLONG ? 3 : 1;
 
-  metrale_random_source rs = {67};
-  metrale_qwen3_ssm_layer *L = NULL;
-  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
-  gpu_kernel k16 = 0;
-  metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
-  const int has16 = s == NULL;
-  metrale_status_free(s);
-  char *text = describe(L);
-  const char *at = strstr(text, "(decode from ");
-  if (has16) {
-    cr_assert(at != NULL, "the audit names no fp16 decode projection:\n%s", text);
-    const unsigned from = (unsigned)strtoul(at + strlen("(decode from "), NULL, 10);
-    cr_expect(from >= 1 && from <= NLONG, "the fp16 decode projection starts at %u tokens, past %u:\n%s", from,
-              (unsigned)NLONG, text);
-  } else {
-    cr_expect(at == NULL, "the audit names an fp16 decode projection without gemm_f16_ws:\n%s", text);
-    cr_log_info("this backend has no gemm.gemm_f16_ws: decode keeps f32 x");
-  }
-  free(text);
-  metrale_qwen3_ssm_layer_destroy(L);
+  expect_f16_decode_from(dev, &cfg, 67, NLONG);
 
   uint64_t T = 0;
   for (uint32_t i = 0; i < NSEQ; i++) T += lens[i];
