@@ -176,8 +176,8 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
  * steps: prefill 64's b|a (one tile, N = 64) took 28 us on 2 slices, 12 on the 64x64 split,
  * so the slices must also fill a third of the SMs.  Up to 64 rows, 64x256 tiles first (the
  * 128-row ones run half their MMAs on absent rows).  Only the forms that won there exist
- * (f32 x in 2 slices, bf16 x in 4 or 8; on 64-row tiles f32 x in 2, bf16 x in 8), and only
- * up to the 256 rows measured.  Returns the plan, or one with METRALE_K_COUNT. */
+ * (f32 x in 2 slices, bf16 x in 4 or 8; on 64-row tiles f32 x in 2, bf16 x in 8; fp16 x in 2 on
+ * both, docs/perf-decode.md section 26), and only up to the 256 rows measured.  Returns the plan, or one with METRALE_K_COUNT. */
 static gemm_plan ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
   const gemm_plan none = {METRALE_K_COUNT, 0, 0, 0, 0};
   if (k < SPLITK_MIN_K || m > 256) return none;
