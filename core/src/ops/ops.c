@@ -177,7 +177,8 @@ static int use_splitk(const metrale_ops *o, const gemm_family *f, uint32_t m, ui
  * so the slices must also fill a third of the SMs.  Up to 64 rows, 64x256 tiles first (the
  * 128-row ones run half their MMAs on absent rows).  Only the forms that won there exist
  * (f32 x in 2 slices, bf16 x in 4 or 8; on 64-row tiles f32 x in 2, bf16 x in 8; fp16 x in 2 on
- * both, docs/perf-decode.md section 26), and only up to the 256 rows measured.  Returns the plan, or one with METRALE_K_COUNT. */
+ * both, docs/perf-decode.md section 26), and only up to the 256 rows measured.  Returns the
+ * plan, or one with METRALE_K_COUNT. */
 static gemm_plan ws_split_pick(const metrale_ops *o, const gemm_family *f, uint32_t m, uint32_t n, uint32_t k) {
   const gemm_plan none = {METRALE_K_COUNT, 0, 0, 0, 0};
   if (k < SPLITK_MIN_K || m > 256) return none;
@@ -354,6 +355,10 @@ static gpu_dim3 ws_grid(const metrale_ops *o, metrale_kernel_id id, uint32_t m, 
 static metrale_status gemm_run(const metrale_ops *o, const gemm_family *f, gpu_stream st, gpu_ptr y,
                                gpu_ptr x, gpu_ptr w, uint32_t m, uint32_t n, uint32_t k) {
   const gemm_plan p = gemm_pick(o, f, m, n, k);
+  /* a family without a fallback tile (the fp16 one) picks none where no form takes the shape */
+  if (!has_kernel(o, p.id))
+    return METRALE_ERROR(INTERNAL, "no %s kernel takes M = %u, N = %u, K = %u",
+                         metrale_kernel_info_get(f->ws)->name, m, n, k);
   if (p.bm) METRALE_RETURN_IF_ERROR(check_gemm_grid(m));
   const gpu_dim3 grid = p.walk ? ws_grid(o, p.id, m, n, p.bm, p.bn)
                                : (gpu_dim3){CEIL_DIV(n, p.bn), p.bm ? CEIL_DIV(m, p.bm) : 1u, p.slices};
@@ -403,8 +408,6 @@ metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu
 
 metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w, uint32_t m,
                            uint32_t n, uint32_t k) {
-  if (!metrale_ops_f16_gemm_fits(o, m, n, k))
-    return METRALE_ERROR(INTERNAL, "gemm_f16: no fp16 kernel takes M = %u, N = %u, K = %u", m, n, k);
   return gemm_run(o, &GEMM_F16, st, y, x, w, m, n, k);
 }
 

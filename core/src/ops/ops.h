@@ -77,7 +77,7 @@ int metrale_ops_has_f16_proj(const metrale_ops *ops);
 /* y fp16 [n] = x f32 [n] (elementwise.f32_to_f16) */
 metrale_status op_f32_to_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, uint32_t n);
 /* y f32 [M,N] = x fp16 [M,K] . w fp16 [N,K]^T on gemm_f16_ws or a split form (where
- * metrale_ops_f16_gemm_fits; elsewhere an INTERNAL error) */
+ * metrale_ops_f16_gemm_fits; where no form takes the shape, an INTERNAL error) */
 metrale_status op_gemm_f16(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                            uint32_t m, uint32_t n, uint32_t k);
 /* The prefill's whole in_proj in one GEMM on IEEE half operands, its columns into three
