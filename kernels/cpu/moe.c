@@ -171,6 +171,30 @@ metrale_status cpu_k_moe_gate_up_silu_sorted_ws(const gpu_arg *args) {
   return s;
 }
 
+/* moe_gate_up then silu_mul for every row, the sums not rounded between; idx NULL: expert 0
+ * for every row (the shared expert). */
+metrale_status cpu_k_moe_gate_up_silu_rows(const gpu_arg *args) {
+  metrale_bf16 *act = cpu_arg_p(args, 0);
+  const int32_t *idx = cpu_arg_p(args, 2);
+  const uint32_t r = cpu_arg_u(args, 4), k = cpu_arg_u(args, 5), n = cpu_arg_u(args, 7), half = n / 2;
+  if (n % 2 != 0) return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up_silu_rows: n = %u is odd", n);
+  if (k == 0 && r != 0) return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up_silu_rows: k must be >= 1");
+  if (r == 0 || n == 0) return METRALE_OK;
+  float *gu = malloc((size_t)r * n * sizeof *gu);
+  int32_t *zeros = idx ? NULL : calloc(r, sizeof *zeros);
+  metrale_status s = !gu || (!idx && !zeros)
+                         ? METRALE_ERROR(OUT_OF_MEMORY, "moe_gate_up_silu_rows: f32 sums [%u, %u]", r, n)
+                         : cpu_expert_gemm(gu, 1, cpu_arg_p(args, 1), k, idx ? idx : zeros, r, cpu_arg_p(args, 3), n,
+                                           cpu_arg_u(args, 6));
+  for (uint32_t j = 0; j < r && !s; j++) {
+    const float *g = gu + (size_t)j * n;
+    for (uint32_t c = 0; c < half; c++) act[(size_t)j * half + c] = cpu_to_bf(cpu_silu(g[c]) * g[half + c]);
+  }
+  free(zeros);
+  free(gu);
+  return s;
+}
+
 /* moe_down_sorted with y bf16 */
 metrale_status cpu_k_moe_down_sorted_ws_bf16(const gpu_arg *args) {
   return cpu_expert_gemm_sorted(cpu_arg_p(args, 0), 0, cpu_arg_p(args, 1), 1, cpu_arg_p(args, 2), cpu_arg_p(args, 3),

@@ -62,7 +62,10 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
     return METRALE_ERROR(INVALID_ARGUMENT, "moe_topk: e must be >= 1");
   if (strcmp(k, "moe_gate_up") == 0 && has(info, "k") && u32_arg(info, args, "k") == 0 && u32_arg(info, args, "r") != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up: k must be >= 1");
-  if (strcmp(k, "moe_gate_up_silu_sorted_ws") == 0 && u32_arg(info, args, "n") % 2u != 0)
+  if (strcmp(k, "moe_gate_up_silu_rows") == 0 && u32_arg(info, args, "k") == 0 && u32_arg(info, args, "r") != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up_silu_rows: k must be >= 1");
+  if ((strcmp(k, "moe_gate_up_silu_sorted_ws") == 0 || strcmp(k, "moe_gate_up_silu_rows") == 0) &&
+      u32_arg(info, args, "n") % 2u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: n = %u is odd (gate rows then as many up rows)", k,
                          u32_arg(info, args, "n"));
   if (strcmp(k, "gemm_f16_ws_cols3") == 0 || strcmp(k, "gemm_f16_ws_cols3q") == 0) {

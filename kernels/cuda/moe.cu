@@ -520,6 +520,136 @@ MK_KERNEL(moe_combine_wide_bf16)(bf16 *__restrict__ out, const bf16 *__restrict_
 MK_CHECK(moe_combine_wide_bf16, moe);
 static_assert(mk_block("moe_combine_wide_bf16") == kCombineWBlock, "2 features a thread: grid (T, ceil(H/512))");
 
+/* ---- the routed rows at decode: moe_gate_up_silu_rows, moe_down_rows ------------------ *
+ * A group of 32 lanes (a warp on NVIDIA; shuffles of width 32 on 64-lane wavefronts) dots NR
+ * weight rows with one activation row: each lane takes 16-byte chunks lane, lane + 32, ... of
+ * every row and issues U chunks of each row before it uses any (NR * U loads in flight), then
+ * the lanes' sums meet in a shuffle tree.  Without the block fence after the loads ptxas
+ * interleaves them with the products, about two of a lane's loads in flight (the shared
+ * expert's gate and up at decode 1, 64 blocks: 6.5 us without the fence, 5.0-5.4 with it;
+ * docs/perf-moe.md).
+ * Gate and up take two steps of 8 loads (U = 4, 64 registers: four blocks an SM; 16 loads at
+ * once needed 102 registers and were slower past decode 8).  At decode 1 (10 rows, 512 experts'
+ * width) gate and up are 640 blocks of 64 KiB of weights, down 640 of 32 KiB, where
+ * moe_gate_up's 160 blocks of 256 KiB put two on some of the 132 SMs and one on the rest. */
+namespace {
+constexpr unsigned kRowsBlock = mk_block("moe_gate_up_silu_rows");
+static_assert(kRowsBlock == mk_block("moe_down_rows"), "one block size for the decode rows");
+constexpr unsigned RW_LANES = TW_LANES;                /* lanes a weight row */
+constexpr unsigned RW_GROUPS = kRowsBlock / RW_LANES;  /* 8: act columns a gate_up block */
+constexpr unsigned RW_DOWN = 4;                        /* output features a down group */
+static_assert(RW_GROUPS * RW_LANES == kRowsBlock, "whole groups");
+static_assert(RW_GROUPS * 2u == 16u && RW_DOWN == 4u && RW_GROUPS * RW_DOWN == 32u, "the grids of kernels.def");
+
+/* acc[i] = w[i][0:K] . xr[0:K] for the calling group, summed over the group (every lane gets
+ * the sums).  vec: K % 8 == 0 and w[i], xr 16-byte aligned. */
+template <unsigned NR, unsigned U>
+__device__ __forceinline__ void dot_rows(float (&acc)[NR], const bf16 *const (&w)[NR], const bf16 *__restrict__ xr,
+                                         unsigned K, unsigned lane, bool vec) {
+#pragma unroll
+  for (unsigned i = 0; i < NR; i++) acc[i] = 0.0f;
+  if (vec) {
+    constexpr unsigned step = RW_LANES * 8u;
+    unsigned kk = lane * 8u;
+    for (; kk + (U - 1u) * step < K; kk += U * step) {
+      uint4 wv[NR][U];
+#pragma unroll
+      for (unsigned i = 0; i < NR; i++)
+#pragma unroll
+        for (unsigned u = 0; u < U; u++) wv[i][u] = load_stream16(w[i] + kk + u * step);
+      __threadfence_block(); /* every load issued before the first product (above) */
+#pragma unroll
+      for (unsigned u = 0; u < U; u++) {
+        float xf[8];
+        unpack8(*reinterpret_cast<const uint4 *>(xr + kk + u * step), xf);
+#pragma unroll
+        for (unsigned i = 0; i < NR; i++) {
+          float wf[8];
+          unpack8(wv[i][u], wf);
+#pragma unroll
+          for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
+        }
+      }
+    }
+    for (; kk < K; kk += step) {
+      float xf[8];
+      unpack8(*reinterpret_cast<const uint4 *>(xr + kk), xf);
+#pragma unroll
+      for (unsigned i = 0; i < NR; i++) {
+        float wf[8];
+        unpack8(load_stream16(w[i] + kk), wf);
+#pragma unroll
+        for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
+      }
+    }
+  } else {
+    for (unsigned kk = lane; kk < K; kk += RW_LANES) {
+      const float xv = bf16_to_f32(xr[kk]);
+#pragma unroll
+      for (unsigned i = 0; i < NR; i++) acc[i] = fmaf(bf16_to_f32(w[i][kk]), xv, acc[i]);
+    }
+  }
+#pragma unroll
+  for (unsigned i = 0; i < NR; i++) acc[i] = group_sum(acc[i]);
+}
+}  // namespace
+
+/* Group g of block (j, y) makes act[j, c], c = 8 y + g, from gate row c and up row n/2 + c. */
+MK_KERNEL(moe_gate_up_silu_rows)(bf16 *__restrict__ act, const bf16 *__restrict__ x,
+                                 const int *__restrict__ idx, const bf16 *__restrict__ w, unsigned r,
+                                 unsigned k, unsigned h, unsigned n) {
+  const unsigned j = blockIdx.x, g = threadIdx.x / RW_LANES, lane = threadIdx.x % RW_LANES;
+  const unsigned half = n / 2u, c = blockIdx.y * RW_GROUPS + g;
+  mk_allow_next();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIPCC__)
+  if (!idx && c < half) { /* one expert, known before the wait: its two rows into L2 */
+    const char *gr = reinterpret_cast<const char *>(w + (size_t)c * h),
+               *ur = reinterpret_cast<const char *>(w + (size_t)(half + c) * h);
+    for (size_t off = (size_t)lane * 128u; off < (size_t)h * sizeof(bf16); off += RW_LANES * 128u) {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(gr + off));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(ur + off));
+    }
+  }
+#endif
+  mk_wait_prior();
+  if (j >= r || k == 0 || c >= half) return;
+  const int ex = idx ? idx[j] : 0;
+  float acc[2] = {0.0f, 0.0f};
+  if (ex >= 0) {
+    const bf16 *we = w + (size_t)ex * n * h, *xr = x + (size_t)(j / k) * h;
+    const bf16 *const rows[2] = {we + (size_t)c * h, we + (size_t)(half + c) * h};
+    const bool vec = h % 8u == 0 && aligned16(w) && aligned16(x);
+    dot_rows<2, 4>(acc, rows, xr, h, lane, vec);
+  }
+  if (lane == 0) act[(size_t)j * half + c] = f32_to_bf16(silu_fast(acc[0]) * acc[1]);
+}
+MK_CHECK(moe_gate_up_silu_rows, moe);
+
+/* Group g of block (j, y) makes y[j, f .. f + 3], f = 4 (8 y + g); rows past H repeat row f. */
+MK_KERNEL(moe_down_rows)(float *__restrict__ y, const bf16 *__restrict__ act, const int *__restrict__ idx,
+                         const bf16 *__restrict__ w, unsigned r, unsigned h, unsigned n) {
+  const unsigned j = blockIdx.x, g = threadIdx.x / RW_LANES, lane = threadIdx.x % RW_LANES;
+  const unsigned f = (blockIdx.y * RW_GROUPS + g) * RW_DOWN;
+  mk_allow_next();
+  mk_wait_prior();
+  if (j >= r || f >= h) return;
+  const unsigned nf = h - f < RW_DOWN ? h - f : RW_DOWN;
+  const int ex = idx[j];
+  float acc[RW_DOWN] = {};
+  if (ex >= 0) {
+    const bf16 *we = w + (size_t)ex * h * n;
+    const bf16 *const rows[RW_DOWN] = {we + (size_t)f * n, we + (size_t)(f + (1u < nf ? 1u : 0u)) * n,
+                                       we + (size_t)(f + (2u < nf ? 2u : 0u)) * n,
+                                       we + (size_t)(f + (3u < nf ? 3u : 0u)) * n};
+    const bool vec = n % 8u == 0 && aligned16(w) && aligned16(act);
+    dot_rows<RW_DOWN, 2>(acc, rows, act + (size_t)j * n, n, lane, vec);
+  }
+#pragma unroll
+  for (unsigned i = 0; i < RW_DOWN; i++)
+    if (lane == i && i < nf) y[(size_t)j * h + f + i] = acc[i];
+}
+MK_CHECK(moe_down_rows, moe);
+
 /* ---- grouped expert projections: moe_sort, moe_gate_up_sorted, moe_down_sorted ------- *
  * A prefill routes R = T*k rows to E experts, tens of rows each.  moe_gate_up gives every
  * row its own pass over its expert's weights (R passes over 4 MiB at the 80B-A3B shape);

@@ -96,6 +96,7 @@ static void push(cf_launch *l, int buf, gpu_arg a) {
 }
 
 void cf_arg_buf(cf_launch *l, int buf) { push(l, buf, gpu_arg_ptr(0)); }
+void cf_arg_null(cf_launch *l) { push(l, -1, gpu_arg_ptr(0)); }
 void cf_arg_u32(cf_launch *l, uint32_t v) { push(l, -1, gpu_arg_u32(v)); }
 void cf_arg_i32(cf_launch *l, int32_t v) { push(l, -1, gpu_arg_i32(v)); }
 void cf_arg_f32(cf_launch *l, float v) { push(l, -1, gpu_arg_f32(v)); }

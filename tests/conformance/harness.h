@@ -80,6 +80,8 @@ void cf_launch_init(cf_launch *l, metrale_kernel_id id, gpu_dim3 grid);
 int cf_buf_add(cf_launch *l, const char *name, cf_type type, cf_dir dir, size_t count,
                const void *init, double oracle_tol);
 void cf_arg_buf(cf_launch *l, int buf);
+/* a pointer argument of 0 (a contract's "no list") */
+void cf_arg_null(cf_launch *l);
 void cf_arg_u32(cf_launch *l, uint32_t v);
 void cf_arg_i32(cf_launch *l, int32_t v);
 void cf_arg_f32(cf_launch *l, float v);

@@ -102,51 +102,91 @@ static void random_experts(mt_rng *rng, int32_t *idx, uint32_t r, uint32_t e) {
   for (uint32_t j = 0; j < r; j++) idx[j] = (int32_t)mt_below(rng, e);
 }
 
-Test(moe, moe_gate_up) {
-  CF_BEGIN(ctx, kern, METRALE_K_moe_gate_up);
+/* none: every second shape has a row whose expert is -1 (no expert), which gives zeros
+ * (moe_gate_up_silu_rows' contract; moe_gate_up's leaves such rows to the backend). */
+static void random_experts_some_none(mt_rng *rng, int32_t *idx, uint32_t r, uint32_t e, size_t si, int none) {
+  random_experts(rng, idx, r, e);
+  if (none && si % 2 == 1) idx[r - 1] = -1;
+}
+
+/* moe_gate_up (gu bf16 [R, N]) and moe_gate_up_silu_rows (silu: act bf16 [R, N/2] = silu(gate) *
+ * up of the unrounded sums; one_expert: no list, every row takes expert 0 of a single one, x a row
+ * a token, as the shared expert does).  feat: gate_up's output features a block. */
+static void check_gate_up(metrale_kernel_id id, int silu, int one_expert, uint32_t feat) {
+  CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < NMOE; si++) {
     const moe_shape *s = &moe_shapes[si];
-    uint32_t r = s->t * s->k, n = 2 * s->n; /* gate rows then up rows */
-    snprintf(ctx.shape, sizeof ctx.shape, "T=%u k=%u E=%u H=%u N=%u", s->t, s->k, s->e, s->h, n);
-    size_t nx = (size_t)s->t * s->h, nw = (size_t)s->e * n * s->h, ny = (size_t)r * n;
+    const uint32_t k = one_expert ? 1 : s->k, e = one_expert ? 1 : s->e;
+    const uint32_t r = s->t * k, n = 2 * s->n, nact = silu ? s->n : n; /* gate rows then up rows */
+    snprintf(ctx.shape, sizeof ctx.shape, "T=%u k=%u E=%u H=%u N=%u%s", s->t, k, e, s->h, n,
+             one_expert ? " (no list)" : "");
+    size_t nx = (size_t)s->t * s->h, nw = (size_t)e * n * s->h, ny = (size_t)r * nact;
     metrale_bf16 *x = cf_alloc(nx, 2), *w = cf_alloc(nw, 2);
     int32_t *idx = cf_alloc(r, sizeof(int32_t));
     mt_fill_bf16(&ctx.rng, x, nx, -1, 1);
     mt_fill_bf16(&ctx.rng, w, nw, -1, 1);
-    random_experts(&ctx.rng, idx, r, s->e);
-    double *ref = cf_alloc(ny, sizeof(double));
+    if (!one_expert) random_experts_some_none(&ctx.rng, idx, r, e, si, silu);
+    double *gu = cf_alloc((size_t)r * n, sizeof(double)), *ref = cf_alloc(ny, sizeof(double));
     for (uint32_t j = 0; j < r; j++)
       for (uint32_t f = 0; f < n; f++) {
-        const metrale_bf16 *wr = w + ((size_t)idx[j] * n + f) * s->h,
-                           *xr = x + (size_t)(j / s->k) * s->h;
         double acc = 0.0;
-        for (uint32_t i = 0; i < s->h; i++) acc += mt_bf(wr[i]) * mt_bf(xr[i]);
-        ref[(size_t)j * n + f] = acc;
+        if (idx[j] >= 0) {
+          const metrale_bf16 *wr = w + ((size_t)idx[j] * n + f) * s->h, *xr = x + (size_t)(j / k) * s->h;
+          for (uint32_t i = 0; i < s->h; i++) acc += mt_bf(wr[i]) * mt_bf(xr[i]);
+        }
+        gu[(size_t)j * n + f] = acc;
+      }
+    for (uint32_t j = 0; j < r; j++)
+      for (uint32_t c = 0; c < nact; c++) {
+        const double g = gu[(size_t)j * n + c];
+        ref[(size_t)j * nact + c] = silu ? g / (1.0 + exp(-g)) * gu[(size_t)j * n + nact + c] : g;
       }
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_moe_gate_up, (gpu_dim3){r, (n + 63) / 64, 1});
-    int bg = cf_buf_add(&l, "gu", CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16);
+    cf_launch_init(&l, id, (gpu_dim3){r, (n + feat - 1) / feat, 1});
+    const char *yname = silu ? "act" : "gu";
+    int bg = cf_buf_add(&l, yname, CF_BF16, CF_OUT, ny, NULL, CF_TOL_BF16);
     int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, nx, x, 0);
-    int bi = cf_buf_add(&l, "idx", CF_I32, CF_IN, r, idx, 0);
     int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, nw, w, 0);
     cf_arg_buf(&l, bg);
     cf_arg_buf(&l, bx);
-    cf_arg_buf(&l, bi);
+    if (one_expert)
+      cf_arg_null(&l);
+    else
+      cf_arg_buf(&l, cf_buf_add(&l, "idx", CF_I32, CF_IN, r, idx, 0));
     cf_arg_buf(&l, bw);
     cf_arg_u32(&l, r);
-    cf_arg_u32(&l, s->k);
+    cf_arg_u32(&l, k);
     cf_arg_u32(&l, s->h);
     cf_arg_u32(&l, n);
-    if (cf_run(&ctx, &l, kern)) cf_check_bf16(&ctx, "gu", cf_bf16(&l, bg), ref, ny, CF_TOL_BF16);
+    if (cf_run(&ctx, &l, kern)) cf_check_bf16(&ctx, yname, cf_bf16(&l, bg), ref, ny, CF_TOL_BF16);
     cf_launch_free(&l);
-    free(x), free(w), free(idx), free(ref);
+    free(x), free(w), free(idx), free(gu), free(ref);
   }
   cf_close(&ctx);
 }
 
-Test(moe, moe_down) {
-  CF_BEGIN(ctx, kern, METRALE_K_moe_down);
+Test(moe, moe_gate_up) { check_gate_up(METRALE_K_moe_gate_up, 0, 0, 64); }
+/* a group of 32 lanes an act column (16 gate_up features a block): H a multiple of 8 with its
+ * eight loads a row in flight (2048), with a partial last step (264), and element loads (7, 129) */
+Test(moe, moe_gate_up_silu_rows) { check_gate_up(METRALE_K_moe_gate_up_silu_rows, 1, 0, 16); }
+Test(moe, moe_gate_up_silu_rows_one_expert) { check_gate_up(METRALE_K_moe_gate_up_silu_rows, 1, 1, 16); }
+/* an odd n is refused before anything is read or written (the null buffers would fault) */
+Test(moe, moe_gate_up_silu_rows_refuses_odd_n) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_gate_up_silu_rows);
+  const gpu_arg args[] = {gpu_arg_ptr(0),  gpu_arg_ptr(0), gpu_arg_ptr(0), gpu_arg_ptr(0),
+                          gpu_arg_u32(1), gpu_arg_u32(1), gpu_arg_u32(8), gpu_arg_u32(3)};
+  metrale_status s = metrale_launch(ctx.dev, METRALE_K_moe_gate_up_silu_rows, kern, (gpu_dim3){1, 1, 1}, NULL, args,
+                                    sizeof args / sizeof args[0]);
+  CF_EXPECT(&ctx, metrale_status_code(s) == METRALE_CODE_INVALID_ARGUMENT, "n = 3 gave %s: %s",
+            metrale_code_name(metrale_status_code(s)), metrale_status_message(s));
+  metrale_status_free(s);
+  cf_close(&ctx);
+}
+
+/* moe_down (64 features a block) and moe_down_rows (32: four a group of 32 lanes) */
+static void check_down(metrale_kernel_id id, uint32_t feat) {
+  CF_BEGIN(ctx, kern, id);
   for (size_t si = 0; si < NMOE; si++) {
     const moe_shape *s = &moe_shapes[si];
     uint32_t r = s->t * s->k, n = s->n, h = s->h;
@@ -160,14 +200,16 @@ Test(moe, moe_down) {
     double *ref = cf_alloc(ny, sizeof(double));
     for (uint32_t j = 0; j < r; j++)
       for (uint32_t f = 0; f < h; f++) {
-        const metrale_bf16 *wr = w + ((size_t)idx[j] * h + f) * n, *ar = act + (size_t)j * n;
         double acc = 0.0;
-        for (uint32_t i = 0; i < n; i++) acc += mt_bf(wr[i]) * mt_bf(ar[i]);
+        if (idx[j] >= 0) {
+          const metrale_bf16 *wr = w + ((size_t)idx[j] * h + f) * n, *ar = act + (size_t)j * n;
+          for (uint32_t i = 0; i < n; i++) acc += mt_bf(wr[i]) * mt_bf(ar[i]);
+        }
         ref[(size_t)j * h + f] = acc;
       }
 
     cf_launch l;
-    cf_launch_init(&l, METRALE_K_moe_down, (gpu_dim3){r, (h + 63) / 64, 1});
+    cf_launch_init(&l, id, (gpu_dim3){r, (h + feat - 1) / feat, 1});
     int by = cf_buf_add(&l, "y", CF_F32, CF_OUT, ny, NULL, CF_TOL_F32);
     int ba = cf_buf_add(&l, "act", CF_BF16, CF_IN, na, act, 0);
     int bi = cf_buf_add(&l, "idx", CF_I32, CF_IN, r, idx, 0);
@@ -185,6 +227,11 @@ Test(moe, moe_down) {
   }
   cf_close(&ctx);
 }
+
+Test(moe, moe_down) { check_down(METRALE_K_moe_down, 64); }
+/* N a multiple of 8 with both loads a row in flight (512), with a partial step (520), element
+ * loads (70, 130, 1); H not a multiple of four (7, 129: a group's rows past H) */
+Test(moe, moe_down_rows) { check_down(METRALE_K_moe_down_rows, 32); }
 
 /* moe_combine (grid.x = T) and moe_combine_wide (grid = (T, ceil(H/256))): the same op;
  * k past the 16 experts the wide kernel loads ahead. */

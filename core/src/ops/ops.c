@@ -821,9 +821,48 @@ metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, g
   LAUNCH(o, st, moe_gate_up, r, CEIL_DIV(n, 64), P(gu), P(x), P(idx), P(w), U(r), U(k), U(h), U(n));
 }
 
+/* The decode rows (kernels.def moe_gate_up_silu_rows, moe_down_rows), where their grids fit:
+ * gate and up of n = 2 mI rows, down of H. */
+static int gate_up_silu_rows_fits(const metrale_ops *o, uint32_t n) {
+  return has_kernel(o, METRALE_K_moe_gate_up_silu_rows) && n % 2 == 0 && CEIL_DIV(n, 16) <= 65535;
+}
+static int down_rows_fits(const metrale_ops *o, uint32_t h) {
+  return has_kernel(o, METRALE_K_moe_down_rows) && CEIL_DIV(h, 32) <= 65535;
+}
+
 metrale_status op_moe_down(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr act, gpu_ptr idx,
                            gpu_ptr w, uint32_t r, uint32_t h, uint32_t n) {
+  if (down_rows_fits(o, h))
+    LAUNCH(o, st, moe_down_rows, r, CEIL_DIV(h, 32), P(y), P(act), P(idx), P(w), U(r), U(h), U(n));
   LAUNCH(o, st, moe_down, r, CEIL_DIV(h, 64), P(y), P(act), P(idx), P(w), U(r), U(h), U(n));
+}
+
+/* moe_gate_up then silu_mul of every row j < r (idx 0: expert 0 for each) in one launch */
+static metrale_status gate_up_silu_rows(const metrale_ops *o, gpu_stream st, gpu_ptr act, gpu_ptr x, gpu_ptr idx,
+                                        gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n) {
+  LAUNCH(o, st, moe_gate_up_silu_rows, r, CEIL_DIV(n, 16), P(act), P(x), P(idx), P(w), U(r), U(k), U(h), U(n));
+}
+
+/* The gemv's rows (gemv_bf16: decode batches of up to 4), which the one launch replaces. */
+#define GATE_UP_SILU_ROWS_MAX 4u
+
+static int gate_up_silu_one(const metrale_ops *o, uint32_t t, uint32_t i) {
+  return t <= GATE_UP_SILU_ROWS_MAX && i <= UINT32_MAX / 2 && gate_up_silu_rows_fits(o, 2 * i);
+}
+
+const char *metrale_ops_gate_up_silu_path(const metrale_ops *o, uint32_t t, uint32_t i, uint32_t h) {
+  if (gate_up_silu_one(o, t, i)) return "moe.moe_gate_up_silu_rows (one expert, silu_mul in its stores)";
+  static _Thread_local char text[160];
+  snprintf(text, sizeof text, "gemm.%s, elementwise.%s", metrale_ops_gemm_path(o, t, 2 * i, h),
+           o->k[METRALE_K_silu_mul_rows] && t >= 1024 ? "silu_mul_rows" : "silu_mul");
+  return text;
+}
+
+metrale_status op_gate_up_silu(const metrale_ops *o, gpu_stream st, gpu_ptr act, gpu_ptr gu, gpu_ptr x, gpu_ptr w,
+                               uint32_t t, uint32_t i, uint32_t h) {
+  if (gate_up_silu_one(o, t, i)) return gate_up_silu_rows(o, st, act, x, 0, w, t, 1, h, 2 * i);
+  METRALE_RETURN_IF_ERROR(op_gemm(o, st, gu, x, w, t, 2 * i, h));
+  return op_silu_mul(o, st, act, gu, t, i);
 }
 
 /* The grouped projections pay off once there are about two routed rows for every three
@@ -854,7 +893,13 @@ int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_
 /* The kernels op_moe_experts takes, in a buffer of the calling thread's that the next call
  * overwrites. */
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
-  if (!moe_sorted_fits(o, r, k, e, h, mi)) return "moe.moe_gate_up, moe.moe_down (a block a routed row)";
+  if (!moe_sorted_fits(o, r, k, e, h, mi)) {
+    if (mi <= UINT32_MAX / 2 && gate_up_silu_rows_fits(o, 2 * mi))
+      return down_rows_fits(o, h) ? "moe.moe_gate_up_silu_rows, moe.moe_down_rows (32 lanes a weight row)"
+                                  : "moe.moe_gate_up_silu_rows, moe.moe_down (32 lanes a weight row, a block a routed row)";
+    return down_rows_fits(o, h) ? "moe.moe_gate_up, elementwise.silu_mul, moe.moe_down_rows (a block a routed row)"
+                                : "moe.moe_gate_up, elementwise.silu_mul, moe.moe_down (a block a routed row)";
+  }
   static _Thread_local char text[320];
   const int silu = moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e),
             gu = moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e),
@@ -910,8 +955,12 @@ metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale
     }
     return moe_down_sorted(o, st, b, w_down, r, h, mi, e, metrale_ops_moe_y_bf16(o, r, k, e, h, mi));
   }
-  METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, b->gu, x, b->idx, w_gate_up, r, k, h, 2 * mi));
-  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
+  if (mi <= UINT32_MAX / 2 && gate_up_silu_rows_fits(o, 2 * mi)) { /* act directly, no gu */
+    METRALE_RETURN_IF_ERROR(gate_up_silu_rows(o, st, b->act, x, b->idx, w_gate_up, r, k, h, 2 * mi));
+  } else {
+    METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, b->gu, x, b->idx, w_gate_up, r, k, h, 2 * mi));
+    METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, b->act, b->gu, r, mi));
+  }
   return op_moe_down(o, st, b->y, b->act, b->idx, w_down, r, h, mi);
 }
 

@@ -52,6 +52,14 @@ metrale_status op_add(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr a,
                       uint64_t n);
 metrale_status op_silu_mul(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr gu, uint32_t rows,
                            uint32_t n);
+/* act bf16 [T, I] = bf16(silu(x . w[0:I]^T) * (x . w[I:2I]^T)), x bf16 [T, H], w bf16 [2I, H]
+ * (gate rows then up rows): the dense and shared experts' first half.  Up to 4 rows in one
+ * launch of moe_gate_up_silu_rows (its sums not rounded to bf16 before the silu), else the
+ * gemm into gu bf16 [T, 2I] and silu_mul. */
+metrale_status op_gate_up_silu(const metrale_ops *o, gpu_stream st, gpu_ptr act, gpu_ptr gu, gpu_ptr x, gpu_ptr w,
+                               uint32_t t, uint32_t i, uint32_t h);
+/* its kernels (in a buffer of the calling thread's that the next call overwrites) */
+const char *metrale_ops_gate_up_silu_path(const metrale_ops *o, uint32_t t, uint32_t i, uint32_t h);
 /* y bf16 [M,N] = x [M,K] . w [N,K]^T; gemv for small M when the backend has it. */
 metrale_status op_gemm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                        uint32_t m, uint32_t n, uint32_t k);
@@ -193,7 +201,8 @@ typedef struct metrale_moe_buffers {
 } metrale_moe_buffers;
 /* y[j] = down_e(silu(gate_e(x[j/k])) * up_e(x[j/k])), e = idx[j]: grouped GEMMs by expert
  * (moe_sort and the _sorted projections) where they are provided, k <= E and the rows are
- * at least a few an expert; else a block a routed row.  y is bf16 where
+ * at least a few an expert; else 32 lanes a weight row (moe_gate_up_silu_rows, moe_down_rows) or
+ * a block a routed row.  y is bf16 where
  * metrale_ops_moe_y_bf16 (then pass that to op_moe_combine), else f32. */
 metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
                               gpu_ptr w_gate_up, gpu_ptr w_down, uint32_t r, uint32_t k, uint32_t h, uint32_t mi,

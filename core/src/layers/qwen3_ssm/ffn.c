@@ -13,8 +13,7 @@ static metrale_status dense(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res
   const metrale_ops *o = &L->ops;
   const qwen3_ssm_dims *d = &L->d;
   const qwen3_ssm_scratch *s = &L->s;
-  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_gu, xn, L->w.mlp_gate_up, tc, 2 * d->I, d->H));
-  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->f_act, s->f_gu, tc, d->I));
+  METRALE_RETURN_IF_ERROR(op_gate_up_silu(o, st, s->f_act, s->f_gu, xn, L->w.mlp_gate_up, tc, d->I, d->H));
   METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_out, s->f_act, L->w.mlp_down, tc, d->H, d->I));
   return op_add(o, st, out, res, s->f_out, (uint64_t)tc * d->H);
 }
@@ -31,8 +30,7 @@ static metrale_status moe(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, 
                                       (uint32_t)L->cfg.norm_topk_prob));
   const metrale_moe_buffers b = {s->idx, s->perm, s->tiles, s->f_gu, s->f_act, s->ey};
   METRALE_RETURN_IF_ERROR(op_moe_experts(o, st, &b, xn, w->exp_gate_up, w->exp_down, rows, d->topk, d->H, d->mI, d->E));
-  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->s_gu, xn, w->sh_gate_up, tc, 2 * d->sI, d->H));
-  METRALE_RETURN_IF_ERROR(op_silu_mul(o, st, s->s_act, s->s_gu, tc, d->sI));
+  METRALE_RETURN_IF_ERROR(op_gate_up_silu(o, st, s->s_act, s->s_gu, xn, w->sh_gate_up, tc, d->sI, d->H));
   METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_out, s->s_act, w->sh_down, tc, d->H, d->sI));
   return op_moe_combine(o, st, out, res, s->ey, s->rw, s->f_out, s->logits, tc, d->topk, d->H,
                         d->E + 1, d->E, metrale_ops_moe_y_bf16(o, rows, d->topk, d->E, d->H, d->mI));

@@ -208,6 +208,14 @@ static void describe_decode(const metrale_ops *o, const qwen3_ssm_dims *d, FILE 
           metrale_ops_gdn_decode_path(o, d->nk, d->nv, d->dk, d->dv));
 }
 
+/* The gate and up projection of a dense or shared expert of width i at decode 1 and 8 (the
+ * path's text is one buffer: a line each). */
+static void describe_gate_up(const metrale_ops *o, const char *label, uint32_t i, uint32_t h, FILE *out) {
+  static const uint32_t tokens[] = {1, 8};
+  for (size_t j = 0; j < sizeof tokens / sizeof tokens[0]; j++)
+    fprintf(out, "%s (width %u), decode %u: %s\n", label, i, tokens[j], metrale_ops_gate_up_silu_path(o, tokens[j], i, h));
+}
+
 /* The MoE FFN's kernels, the routed experts' at the audit's decode batches and prefill. */
 static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
   static const uint32_t tokens[] = {1, 8, 64, 256, 4096};
@@ -219,6 +227,7 @@ static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *ou
             tokens[i], metrale_ops_moe_topk_kernel(o, tc),
             metrale_ops_moe_path(o, tc * d->topk, d->topk, d->E, d->H, d->mI));
   }
+  describe_gate_up(o, "    shared expert's gate and up", d->sI, d->H, out);
 }
 
 metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metrale_qwen3_config *cfg,
@@ -278,7 +287,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   if (L->moe)
     describe_moe(o, d, out);
   else
-    fprintf(out, "  dense MLP width %u: gemm + elementwise.silu_mul\n", d->I);
+    describe_gate_up(o, "  dense MLP's gate and up", d->I, d->H, out);
 }
 
 /* Widest row any scratch buffer has, to bound T. */
