@@ -865,13 +865,14 @@ metrale_status op_gate_up_silu(const metrale_ops *o, gpu_stream st, gpu_ptr act,
   return op_silu_mul(o, st, act, gu, t, i);
 }
 
-/* The grouped projections pay off once there are about two routed rows for every three
+/* The grouped projections pay off once there are about four routed rows for every five
  * experts: with every token routed elsewhere (the bench's random inputs), on the H200 at
- * E = 512, k = 10 the layer takes 549 / 756 / 962 us at decode 32 / 48 / 64 with the per-row
- * kernels and 559 / 686 / 801 with the grouped ones (docs/perf-moe.md), so they cross near
- * 34 tokens, 340 rows. */
-#define MOE_SORTED_ROWS_NUM 2u /* grouped from rows >= 2/3 experts */
-#define MOE_SORTED_ROWS_DEN 3u
+ * E = 512, k = 10 the layer takes 552-554 / 594-596 / 634-636 / 672-673 us at decode 36 / 40 /
+ * 44 / 48 on the decode rows (moe_gate_up_silu_rows, moe_down_rows) and 571-572 / 607-609 /
+ * 629-632 / 656-659 on the grouped ones (docs/perf-moe.md), so they cross near 42 tokens, 420
+ * rows.  (Against the earlier per-row kernels, moe_gate_up and moe_down, they crossed near 34.) */
+#define MOE_SORTED_ROWS_NUM 4u /* grouped from rows >= 4/5 experts */
+#define MOE_SORTED_ROWS_DEN 5u
 static int moe_sorted_fits(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
   const uint64_t slots = metrale_moe_slots(r, e);
   return o->k[METRALE_K_moe_sort] && o->k[METRALE_K_moe_gate_up_sorted] && o->k[METRALE_K_moe_down_sorted] &&
