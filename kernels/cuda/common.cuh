@@ -252,6 +252,15 @@ __device__ __forceinline__ void unpack8(uint4 v, float f[8]) {
   f[6] = bf16_lo(v.w); f[7] = bf16_hi(v.w);
 }
 
+/* acc + w . x, w 8 bf16 from a 16-byte load, x 8 floats, the products summed in element order. */
+__device__ __forceinline__ float dot8_add(uint4 w, const float x[8], float acc) {
+  float wf[8];
+  unpack8(w, wf);
+#pragma unroll
+  for (unsigned e = 0; e < 8; e++) acc = fmaf(wf[e], x[e], acc);
+  return acc;
+}
+
 /* 16-byte loads need 16-byte aligned addresses: base pointers and row strides. */
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 

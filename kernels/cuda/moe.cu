@@ -52,12 +52,7 @@ __device__ __forceinline__ void project_row(void *out, const bf16 *__restrict__ 
             float xf[8];
             unpack8(*reinterpret_cast<const uint4 *>(xr + kk + u * step), xf);
 #pragma unroll
-            for (unsigned i = 0; i < P_PER; i++) {
-              float wf[8];
-              unpack8(wv[u][i], wf);
-#pragma unroll
-              for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
-            }
+            for (unsigned i = 0; i < P_PER; i++) acc[i] = dot8_add(wv[u][i], xf, acc[i]);
           }
         }
       }
@@ -66,12 +61,7 @@ __device__ __forceinline__ void project_row(void *out, const bf16 *__restrict__ 
         unpack8(*reinterpret_cast<const uint4 *>(xr + kk), xf);
 #pragma unroll
         for (unsigned i = 0; i < P_PER; i++) {
-          if (fg + i < nrows) {
-            float wf[8];
-            unpack8(*reinterpret_cast<const uint4 *>(Wg + (size_t)i * K + kk), wf);
-#pragma unroll
-            for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
-          }
+          if (fg + i < nrows) acc[i] = dot8_add(*reinterpret_cast<const uint4 *>(Wg + (size_t)i * K + kk), xf, acc[i]);
         }
       }
     } else {
@@ -563,24 +553,14 @@ __device__ __forceinline__ void dot_rows(float (&acc)[NR], const bf16 *const (&w
         float xf[8];
         unpack8(*reinterpret_cast<const uint4 *>(xr + kk + u * step), xf);
 #pragma unroll
-        for (unsigned i = 0; i < NR; i++) {
-          float wf[8];
-          unpack8(wv[i][u], wf);
-#pragma unroll
-          for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
-        }
+        for (unsigned i = 0; i < NR; i++) acc[i] = dot8_add(wv[i][u], xf, acc[i]);
       }
     }
     for (; kk < K; kk += step) {
       float xf[8];
       unpack8(*reinterpret_cast<const uint4 *>(xr + kk), xf);
 #pragma unroll
-      for (unsigned i = 0; i < NR; i++) {
-        float wf[8];
-        unpack8(load_stream16(w[i] + kk), wf);
-#pragma unroll
-        for (unsigned e = 0; e < 8; e++) acc[i] = fmaf(wf[e], xf[e], acc[i]);
-      }
+      for (unsigned i = 0; i < NR; i++) acc[i] = dot8_add(load_stream16(w[i] + kk), xf, acc[i]);
     }
   } else {
     for (unsigned kk = lane; kk < K; kk += RW_LANES) {
