@@ -843,8 +843,11 @@ static metrale_status gate_up_silu_rows(const metrale_ops *o, gpu_stream st, gpu
   LAUNCH(o, st, moe_gate_up_silu_rows, r, CEIL_DIV(n, 16), P(act), P(x), P(idx), P(w), U(r), U(k), U(h), U(n));
 }
 
-/* The gemv's rows (gemv_bf16: decode batches of up to 4), which the one launch replaces. */
-#define GATE_UP_SILU_ROWS_MAX 4u
+/* Up to 12 rows: the shared expert's gate and up (4 MiB) at layer decode 5 / 6 / 8 took -5 /
+ * -5 / -4.5 us on the H200 against the gemm then silu_mul, 12 -1, 16 nothing (docs/perf-moe.md).
+ * A row's blocks are adjacent in the grid (x = row), so the rows read each weight row from L2
+ * together rather than once a row from memory. */
+#define GATE_UP_SILU_ROWS_MAX 12u
 
 static int gate_up_silu_one(const metrale_ops *o, uint32_t t, uint32_t i) {
   return t <= GATE_UP_SILU_ROWS_MAX && i <= UINT32_MAX / 2 && gate_up_silu_rows_fits(o, 2 * i);

@@ -53,7 +53,7 @@ metrale_status op_add(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr a,
 metrale_status op_silu_mul(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr gu, uint32_t rows,
                            uint32_t n);
 /* act bf16 [T, I] = bf16(silu(x . w[0:I]^T) * (x . w[I:2I]^T)), x bf16 [T, H], w bf16 [2I, H]
- * (gate rows then up rows): the dense and shared experts' first half.  Up to 4 rows in one
+ * (gate rows then up rows): the dense and shared experts' first half.  Up to 12 rows in one
  * launch of moe_gate_up_silu_rows (its sums not rounded to bf16 before the silu), else the
  * gemm into gu bf16 [T, 2I] and silu_mul. */
 metrale_status op_gate_up_silu(const metrale_ops *o, gpu_stream st, gpu_ptr act, gpu_ptr gu, gpu_ptr x, gpu_ptr w,
