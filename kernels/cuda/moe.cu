@@ -517,11 +517,12 @@ static_assert(mk_block("moe_combine_wide_bf16") == kCombineWBlock, "2 features a
  * the lanes' sums meet in a shuffle tree.  Without the block fence after the loads ptxas
  * interleaves them with the products, about two of a lane's loads in flight (the shared
  * expert's gate and up at decode 1, 64 blocks: 6.5 us without the fence, 5.0-5.4 with it;
- * docs/perf-moe.md).
- * Gate and up take two steps of 8 loads (U = 4, 64 registers: four blocks an SM; 16 loads at
- * once needed 102 registers and were slower past decode 8).  At decode 1 (10 rows, 512 experts'
- * width) gate and up are 640 blocks of 64 KiB of weights, down 640 of 32 KiB, where
- * moe_gate_up's 160 blocks of 256 KiB put two on some of the 132 SMs and one on the rest. */
+ * docs/perf-moe.md).  Gate and up take two steps of 8 loads (U = 4, 64 registers: four blocks
+ * an SM; 16 loads at once needed 102 registers, two blocks an SM, and were slower at decode 32).
+ * At decode 1 (10 rows, 512 experts' width) gate and up are 640 blocks of 64 KiB of weights,
+ * down 640 of 32 KiB, where moe_gate_up's 160 blocks of 256 KiB put two on some of the 132
+ * SMs and one on the rest.  The shared expert's gate and up take the same kernel without a list
+ * (op_gate_up_silu, up to 12 rows). */
 namespace {
 constexpr unsigned kRowsBlock = mk_block("moe_gate_up_silu_rows");
 static_assert(kRowsBlock == mk_block("moe_down_rows"), "one block size for the decode rows");
