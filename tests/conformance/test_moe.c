@@ -200,11 +200,9 @@ static void check_down(metrale_kernel_id id, uint32_t feat) {
     double *ref = cf_alloc(ny, sizeof(double));
     for (uint32_t j = 0; j < r; j++)
       for (uint32_t f = 0; f < h; f++) {
+        const metrale_bf16 *wr = w + ((size_t)idx[j] * h + f) * n, *ar = act + (size_t)j * n;
         double acc = 0.0;
-        if (idx[j] >= 0) {
-          const metrale_bf16 *wr = w + ((size_t)idx[j] * h + f) * n, *ar = act + (size_t)j * n;
-          for (uint32_t i = 0; i < n; i++) acc += mt_bf(wr[i]) * mt_bf(ar[i]);
-        }
+        for (uint32_t i = 0; i < n; i++) acc += mt_bf(wr[i]) * mt_bf(ar[i]);
         ref[(size_t)j * h + f] = acc;
       }
 

@@ -322,13 +322,16 @@ metrale_status op_add(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr a,
   LAUNCH(o, st, add, CEIL_DIV(n, 256), 1, P(y), P(a), P(b), U((uint32_t)n));
 }
 
+/* 2048 outputs a block where rows are many (the MoE FFN at prefill: 40960 rows of 512 a
+ * 4096-token chunk ran at ~1.5 TB/s a block a row); decode keeps silu_mul's row blocks */
+static int silu_mul_rows_fits(const metrale_ops *o, uint32_t rows, uint32_t n) {
+  return o->k[METRALE_K_silu_mul_rows] && rows >= 1024 && CEIL_DIV((uint64_t)rows * n, 2048u) <= UINT32_MAX;
+}
+
 metrale_status op_silu_mul(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr gu, uint32_t rows,
                            uint32_t n) {
-  /* 2048 outputs a block where rows are many (the MoE FFN at prefill: 40960 rows of 512 a
-   * 4096-token chunk ran at ~1.5 TB/s a block a row); decode keeps silu_mul's row blocks */
-  const uint64_t blocks = CEIL_DIV((uint64_t)rows * n, 2048u);
-  if (o->k[METRALE_K_silu_mul_rows] && rows >= 1024 && blocks <= UINT32_MAX)
-    LAUNCH(o, st, silu_mul_rows, (uint32_t)blocks, 1, P(y), P(gu), U(rows), U(n));
+  if (silu_mul_rows_fits(o, rows, n))
+    LAUNCH(o, st, silu_mul_rows, (uint32_t)CEIL_DIV((uint64_t)rows * n, 2048u), 1, P(y), P(gu), U(rows), U(n));
   LAUNCH(o, st, silu_mul, rows, 1, P(y), P(gu), U(rows), U(n));
 }
 
@@ -822,9 +825,9 @@ metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, g
 }
 
 /* The decode rows (kernels.def moe_gate_up_silu_rows, moe_down_rows), where their grids fit:
- * gate and up of n = 2 mI rows, down of H. */
-static int gate_up_silu_rows_fits(const metrale_ops *o, uint32_t n) {
-  return has_kernel(o, METRALE_K_moe_gate_up_silu_rows) && n % 2 == 0 && CEIL_DIV(n, 16) <= 65535;
+ * gate and up of 2 i rows (i act columns), down of H. */
+static int gate_up_silu_rows_fits(const metrale_ops *o, uint32_t i) {
+  return has_kernel(o, METRALE_K_moe_gate_up_silu_rows) && CEIL_DIV((uint64_t)i, 8) <= 65535;
 }
 static int down_rows_fits(const metrale_ops *o, uint32_t h) {
   return has_kernel(o, METRALE_K_moe_down_rows) && CEIL_DIV(h, 32) <= 65535;
@@ -850,14 +853,14 @@ static metrale_status gate_up_silu_rows(const metrale_ops *o, gpu_stream st, gpu
 #define GATE_UP_SILU_ROWS_MAX 12u
 
 static int gate_up_silu_one(const metrale_ops *o, uint32_t t, uint32_t i) {
-  return t <= GATE_UP_SILU_ROWS_MAX && i <= UINT32_MAX / 2 && gate_up_silu_rows_fits(o, 2 * i);
+  return t <= GATE_UP_SILU_ROWS_MAX && gate_up_silu_rows_fits(o, i);
 }
 
 const char *metrale_ops_gate_up_silu_path(const metrale_ops *o, uint32_t t, uint32_t i, uint32_t h) {
   if (gate_up_silu_one(o, t, i)) return "moe.moe_gate_up_silu_rows (one expert, silu_mul in its stores)";
   static _Thread_local char text[160];
   snprintf(text, sizeof text, "gemm.%s, elementwise.%s", metrale_ops_gemm_path(o, t, 2 * i, h),
-           o->k[METRALE_K_silu_mul_rows] && t >= 1024 ? "silu_mul_rows" : "silu_mul");
+           silu_mul_rows_fits(o, t, i) ? "silu_mul_rows" : "silu_mul");
   return text;
 }
 
@@ -897,14 +900,14 @@ int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_
 /* The kernels op_moe_experts takes, in a buffer of the calling thread's that the next call
  * overwrites. */
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
-  if (!moe_sorted_fits(o, r, k, e, h, mi)) {
-    if (mi <= UINT32_MAX / 2 && gate_up_silu_rows_fits(o, 2 * mi))
-      return down_rows_fits(o, h) ? "moe.moe_gate_up_silu_rows, moe.moe_down_rows (32 lanes a weight row)"
-                                  : "moe.moe_gate_up_silu_rows, moe.moe_down (32 lanes a weight row, a block a routed row)";
-    return down_rows_fits(o, h) ? "moe.moe_gate_up, elementwise.silu_mul, moe.moe_down_rows (a block a routed row)"
-                                : "moe.moe_gate_up, elementwise.silu_mul, moe.moe_down (a block a routed row)";
-  }
   static _Thread_local char text[320];
+  if (!moe_sorted_fits(o, r, k, e, h, mi)) {
+    snprintf(text, sizeof text, "%s, %s",
+             gate_up_silu_rows_fits(o, mi) ? "moe.moe_gate_up_silu_rows (32 lanes a gate and up row pair)"
+                                           : "moe.moe_gate_up (a block a routed row), elementwise.silu_mul",
+             down_rows_fits(o, h) ? "moe.moe_down_rows (32 lanes four weight rows)" : "moe.moe_down (a block a routed row)");
+    return text;
+  }
   const int silu = moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e),
             gu = moe_ws_fits(o, METRALE_K_moe_gate_up_sorted_ws, r, e),
             dn = moe_ws_fits(o, METRALE_K_moe_down_sorted_ws, r, e), y16 = metrale_ops_moe_y_bf16(o, r, k, e, h, mi);
@@ -959,7 +962,7 @@ metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale
     }
     return moe_down_sorted(o, st, b, w_down, r, h, mi, e, metrale_ops_moe_y_bf16(o, r, k, e, h, mi));
   }
-  if (mi <= UINT32_MAX / 2 && gate_up_silu_rows_fits(o, 2 * mi)) { /* act directly, no gu */
+  if (gate_up_silu_rows_fits(o, mi)) { /* act directly, no gu */
     METRALE_RETURN_IF_ERROR(gate_up_silu_rows(o, st, b->act, x, b->idx, w_gate_up, r, k, h, 2 * mi));
   } else {
     METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, b->gu, x, b->idx, w_gate_up, r, k, h, 2 * mi));
