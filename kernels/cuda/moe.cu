@@ -282,41 +282,51 @@ __device__ __forceinline__ float exp_sum(float (&lc)[N], const float *__restrict
   return part;
 }
 
-/* A token's picks as the top-k kernels make them, one a round: its rows of idx and w, the last
- * pick (the next ranks after it), the sum of the weights and how many were taken.  The kernels
- * differ in who writes (`writer`) and in the threads that share a token (first, first + step,
- * ...: they fill empty picks together). */
+/* A token's picks as the top-k kernels make them, one a round: the last pick (the next ranks
+ * after it), the sum of the weights in pick order and how many were taken.  Slot s (s < 32: a
+ * thread of those the token's picks are known to) keeps pick j = s mod 32 of the current round
+ * in registers and stores the round when the next begins; finish() stores the last round,
+ * divided by the sum when norm, and the empty picks (k > E).  For k <= 32 (the router's k = 10)
+ * that is one store a slot and no reads back (the picks written one by one and divided after
+ * a read back took ~5 us of moe_topk_warp's 8 for one token on the H200). */
 struct picks {
   int *ti;
   float *tw;
   cand prev;
   float wsum;
   unsigned n;
+  int mi;   /* this slot's pick of the current round */
+  float mp; /* its p */
   __device__ __forceinline__ picks(int *idx, float *w, size_t tok, unsigned k)
-      : ti(idx + tok * k), tw(w + tok * k), prev{0.0f, -1}, wsum(0.0f), n(0) {}
-  /* pick j = best; false where there is none (k > E): picks j.. are left empty */
-  __device__ __forceinline__ bool take(unsigned j, cand best, unsigned k, bool writer, unsigned first,
-                                       unsigned step) {
-    if (best.p < 0.0f) {
-      for (unsigned q = j + first; q < k; q += step) {
-        ti[q] = -1;
-        tw[q] = 0.0f;
-      }
-      return false;
+      : ti(idx + tok * k), tw(w + tok * k), prev{0.0f, -1}, wsum(0.0f), n(0), mi(-1), mp(0.0f) {}
+  /* the next pick is best (a candidate, p >= 0) */
+  __device__ __forceinline__ void take(cand best, unsigned slot) {
+    if (n % TW_LANES == 0 && n > 0 && slot < TW_LANES) {
+      ti[n - TW_LANES + slot] = mi;
+      tw[n - TW_LANES + slot] = mp;
     }
-    if (writer) {
-      ti[j] = best.i;
-      tw[j] = best.p;
+    if (n % TW_LANES == slot) {
+      mi = best.i;
+      mp = best.p;
     }
     wsum += best.p;
     prev = best;
     n++;
-    return true;
   }
-  /* the picks the writer wrote, renormalised (the empty ones, written by others, stay 0) */
-  __device__ __forceinline__ void normalise(unsigned norm, bool writer) {
-    if (norm && wsum > 0.0f && writer)
-      for (unsigned j = 0; j < n; j++) tw[j] /= wsum;
+  __device__ __forceinline__ void finish(unsigned k, unsigned norm, unsigned slot) {
+    if (slot >= TW_LANES) return;
+    const unsigned base = n == 0 ? 0 : (n - 1) / TW_LANES * TW_LANES, q = base + slot;
+    const bool scale = norm && wsum > 0.0f;
+    if (q < n) {
+      ti[q] = mi;
+      tw[q] = scale ? mp / wsum : mp;
+    }
+    if (scale)
+      for (unsigned r = slot; r < base; r += TW_LANES) tw[r] /= wsum; /* rounds stored before (k > 32) */
+    for (unsigned r = n + slot; r < k; r += TW_LANES) {
+      ti[r] = -1;
+      tw[r] = 0.0f;
+    }
   }
 };
 }  // namespace
@@ -369,9 +379,10 @@ MK_KERNEL(moe_topk_warp)(int *__restrict__ idx, float *__restrict__ w,
     __syncthreads();
     best = win[j & 1][0];
     for (unsigned q = 1; q < TW_GROUPS; q++) best = better(best, win[j & 1][q]);
-    if (!pk.take(j, best, k, tid == 0, tid, kTopkWBlock)) break; /* k > E */
+    if (best.p < 0.0f) break; /* none left: k > E */
+    pk.take(best, tid);
   }
-  pk.normalise(norm, tid == 0);
+  pk.finish(k, norm, tid);
 }
 MK_CHECK(moe_topk_warp, moe);
 
@@ -380,14 +391,85 @@ constexpr unsigned kTopkRBlock = mk_block("moe_topk_rows");
 constexpr unsigned TR_TOKENS = kTopkRBlock / TW_LANES; /* a warp a token */
 constexpr unsigned TR_CACHE = 16;                      /* p a lane keeps in registers: E <= 512 */
 static_assert(TR_TOKENS * TW_LANES == kTopkRBlock, "whole warps");
+
+/* The largest / smallest of a 32-lane group's values: one redux instruction on NVIDIA from
+ * sm_80, a shuffle tree elsewhere (HIP's 64-lane wavefronts: groups of 32 by the width). */
+__device__ __forceinline__ uint32_t group_max_u32(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+#pragma unroll
+  for (unsigned off = TW_LANES / 2; off > 0; off >>= 1) {
+    const uint32_t o = __shfl_xor_sync(0xffffffffu, v, off, TW_LANES);
+    v = o > v ? o : v;
+  }
+  return v;
+#endif
+}
+__device__ __forceinline__ uint32_t group_min_u32(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
+  return __reduce_min_sync(0xffffffffu, v);
+#else
+#pragma unroll
+  for (unsigned off = TW_LANES / 2; off > 0; off >>= 1) {
+    const uint32_t o = __shfl_xor_sync(0xffffffffu, v, off, TW_LANES);
+    v = o < v ? o : v;
+  }
+  return v;
+#endif
+}
+
+/* A candidate's rank key for E <= 512: 0 for none (past E, taken, or p not a number, which
+ * ranks_before never prefers), else p's bits + 1, so that p = 0 ranks above none.  p >= 0
+ * (e^x / sum), and for p >= 0 the bits order as the values do; p == 0 covers -0. */
+__device__ __forceinline__ uint32_t rank_key(float p) {
+  return p > 0.0f ? __float_as_uint(p) + 1u : p == 0.0f ? 1u : 0u;
+}
+
+/* E <= 512: lane l holds experts l + 32 c (c < 16) as rank keys; a pick is the group's largest
+ * key (ties: the lowest expert id, found by a second reduction over the lanes that hold the
+ * largest key), and only then does the lane that held it take it out.  Ties and order as
+ * ranks_before's: within a lane a lower c is a lower id. */
+__device__ __forceinline__ void picks_cached(picks &pk, const float (&p)[TR_CACHE], unsigned e, unsigned k,
+                                             unsigned lane) {
+  uint32_t key[TR_CACHE];
+#pragma unroll
+  for (unsigned c = 0; c < TR_CACHE; c++) key[c] = lane + c * TW_LANES < e ? rank_key(p[c]) : 0u;
+  for (unsigned j = 0; j < k; j++) {
+    /* the lane's best: a tree over neighbouring ranges of c, so that the left range always
+     * holds the lower c and keeps the best on equal keys */
+    uint32_t bk[TR_CACHE], bc[TR_CACHE];
+#pragma unroll
+    for (unsigned c = 0; c < TR_CACHE; c++) {
+      bk[c] = key[c];
+      bc[c] = c;
+    }
+#pragma unroll
+    for (unsigned s = 1; s < TR_CACHE; s *= 2)
+#pragma unroll
+      for (unsigned c = 0; c < TR_CACHE; c += 2 * s) {
+        const bool right = bk[c + s] > bk[c];
+        bk[c] = right ? bk[c + s] : bk[c];
+        bc[c] = right ? bc[c + s] : bc[c];
+      }
+    const uint32_t m = group_max_u32(bk[0]);
+    if (m == 0u) return; /* no candidate left: k > E (or p not a number) */
+    const uint32_t i = group_min_u32(bk[0] == m ? lane + bc[0] * TW_LANES : 0xffffffffu);
+    pk.take(cand{__uint_as_float(m - 1u), (int)i}, lane);
+    if (i % TW_LANES == lane) {
+#pragma unroll
+      for (unsigned c = 0; c < TR_CACHE; c++)
+        if (c == i / TW_LANES) key[c] = 0u;
+    }
+  }
+}
 }  // namespace
 
-/* A warp a token, no barriers: the softmax's maximum and sum and each pick are shuffle
- * reductions over the warp (moe_topk_warp merges 8 warps' winners through shared memory
- * with a barrier a pick: ~8 us for one token on the H200).  Lane l holds experts l + 32 c
- * (c < 16) in registers with a mask of those already picked, so a pick is a tree of 15
- * comparisons a lane, not a scan; experts past 512 are recomputed each pick and kept out
- * by ranking after the previous pick, as in moe_topk_warp. */
+/* A warp a token, no barriers: the softmax's maximum and sum are shuffle reductions over the
+ * warp (moe_topk_warp merges 8 warps' winners through shared memory with a barrier a pick).
+ * Lane l holds experts l + 32 c (c < 16) in registers; for E <= 512 the picks are
+ * picks_cached's, otherwise each pick is a tree over the cached ones plus the experts past 512
+ * recomputed, kept out by ranking after the previous pick, as in moe_topk_warp. */
 MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const float *__restrict__ logits,
                          unsigned t, unsigned e, unsigned ld, unsigned k, unsigned norm) {
   const unsigned lane = threadIdx.x % TW_LANES;
@@ -399,8 +481,12 @@ MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const flo
   const float sum = group_sum(exp_sum<TR_CACHE, TW_LANES>(lc, l, e, lane, mx));
 #pragma unroll
   for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum; /* p; beyond E unused */
-
   picks pk(idx, w, tok, k);
+  if (e <= TR_CACHE * TW_LANES) {
+    picks_cached(pk, lc, e, k, lane);
+    pk.finish(k, norm, lane);
+    return;
+  }
   unsigned taken = 0; /* bit c: expert lane + 32 c was picked */
   for (unsigned j = 0; j < k; j++) {
     const cand prev = pk.prev;
@@ -423,11 +509,12 @@ MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const flo
       if (prev.i < 0 || ranks_before(prev.p, prev.i, x.p, x.i)) best = better(best, x);
     }
     best = group_best(best);
-    if (!pk.take(j, best, k, lane == 0, lane, TW_LANES)) break; /* k > E */
+    if (best.p < 0.0f) break; /* none left: k > E */
+    pk.take(best, lane);
     if ((unsigned)best.i < TR_CACHE * TW_LANES && (unsigned)best.i % TW_LANES == lane)
       taken |= 1u << ((unsigned)best.i / TW_LANES);
   }
-  pk.normalise(norm, lane == 0);
+  pk.finish(k, norm, lane);
 }
 MK_CHECK(moe_topk_rows, moe);
 
@@ -519,6 +606,9 @@ static_assert(mk_block("moe_combine_wide_bf16") == kCombineWBlock, "2 features a
  * expert's gate and up at decode 1, 64 blocks: 6.5 us without the fence, 5.0-5.4 with it;
  * docs/perf-moe.md).  Gate and up take two steps of 8 loads (U = 4, 64 registers: four blocks
  * an SM; 16 loads at once needed 102 registers, two blocks an SM, and were slower at decode 32).
+ * Down takes one load a row a step (U = 1: 48 registers, five blocks an SM, so decode 1's 640
+ * blocks are one wave; U = 2 had 64, four an SM: layer decode 1 / 2 / 8 64.4 / 89.4 / 205.4 us
+ * against 65.5 / 90.4 / 206.2 on the H200, docs/bench/h200-2026-12-04-topk).
  * At decode 1 (10 rows, 512 experts' width) gate and up are 640 blocks of 64 KiB of weights,
  * down 640 of 32 KiB, where moe_gate_up's 160 blocks of 256 KiB put two on some of the 132
  * SMs and one on the rest.  The shared expert's gate and up take the same kernel without a list
@@ -623,7 +713,7 @@ MK_KERNEL(moe_down_rows)(float *__restrict__ y, const bf16 *__restrict__ act, co
                                        we + (size_t)(f + (2u < nf ? 2u : 0u)) * n,
                                        we + (size_t)(f + (3u < nf ? 3u : 0u)) * n};
     const bool vec = n % 8u == 0 && aligned16(w) && aligned16(act);
-    dot_rows<RW_DOWN, 2>(acc, rows, act + (size_t)j * n, n, lane, vec);
+    dot_rows<RW_DOWN, 1>(acc, rows, act + (size_t)j * n, n, lane, vec);
   }
 #pragma unroll
   for (unsigned i = 0; i < RW_DOWN; i++)

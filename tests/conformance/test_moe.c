@@ -7,7 +7,9 @@
 
 /* moe_topk, moe_topk_warp (the same grid) and moe_topk_rows (8 tokens a block).  The router
  * shape (E = 512, k = 10), E beyond the 1024 experts the fast forms keep in registers, odd E
- * and k > E; T not a multiple of 8. */
+ * and k > E; T not a multiple of 8; k > 32, where the fast forms store their picks in rounds of
+ * 32 and divide the earlier rounds by the sum after reading them back (70 picks: two stored
+ * rounds and a last of 6; 45 picks of 40 experts: a stored round, a last of 8, 5 empty). */
 static void check_topk(metrale_kernel_id id, uint32_t per_block) {
   CF_BEGIN(ctx, kern, id);
   static const struct {
@@ -15,7 +17,7 @@ static void check_topk(metrale_kernel_id id, uint32_t per_block) {
   } shapes[] = {{1, 4, 4, 1, 1},     {5, 10, 12, 3, 0},    {7, 64, 65, 8, 1},
                 {3, 5, 5, 5, 1},     {9, 33, 40, 4, 0},    {4, 512, 513, 10, 1},
                 {3, 1500, 1501, 7, 1}, {2, 3, 4, 6, 1},    {3, 257, 260, 300, 0},
-                {20, 512, 513, 10, 1}};
+                {20, 512, 513, 10, 1}, {2, 100, 101, 70, 1}, {3, 40, 40, 45, 1}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
     uint32_t t = shapes[si].t, e = shapes[si].e, ld = shapes[si].ld, k = shapes[si].k;
     uint32_t norm = shapes[si].norm;

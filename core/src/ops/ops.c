@@ -795,24 +795,25 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
          P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
 }
 
-/* moe_topk_rows (a warp a token) from half a wave of moe_topk_warp's blocks (a block a token,
- * 8 an SM): on the H200 at E = 512, k = 10 the layer's top-k took 84 -> 26 us at 4096 tokens,
- * the layer's prefill 7-20 / 27 us less at 1024 / 2048 tokens, the same within its spread at
- * 256 and 512, and decode 8 2-3 us more, where one warp's picks are slower than a block's
- * (docs/perf-moe.md). */
-static int moe_topk_rows_fits(const metrale_ops *o, uint32_t t) {
+/* moe_topk_rows (a warp a token) where it keeps every expert in registers (E <= 512), and from
+ * half a wave of moe_topk_warp's blocks (a block a token, 8 an SM) for larger E.  On the H200 at
+ * E = 512, k = 10: the layer's top-k 84 -> 26 us at 4096 tokens when it took moe_topk_rows over
+ * moe_topk_warp (docs/perf-moe.md); since both store their picks once from registers, and the
+ * rows' picks are two warp reductions each, it also wins at decode: 8.1-8.4 -> 5.6-5.9 us for
+ * one token, 6.6-6.8 against moe_topk_warp's 7.9-8.1 for 64 (docs/bench/h200-2026-12-04-topk). */
+static int moe_topk_rows_fits(const metrale_ops *o, uint32_t t, uint32_t e) {
   return has_kernel(o, METRALE_K_moe_topk_rows) &&
-         (uint64_t)t >= 4u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count;
+         (e <= 512u || (uint64_t)t >= 4u * (uint64_t)metrale_device_backend(o->dev)->caps.sm_count);
 }
 
-const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t) {
-  if (moe_topk_rows_fits(o, t)) return "moe.moe_topk_rows";
+const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t, uint32_t e) {
+  if (moe_topk_rows_fits(o, t, e)) return "moe.moe_topk_rows";
   return has_kernel(o, METRALE_K_moe_topk_warp) ? "moe.moe_topk_warp" : "moe.moe_topk";
 }
 
 metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu_ptr w, gpu_ptr logits,
                            uint32_t t, uint32_t e, uint32_t ld, uint32_t k, uint32_t norm) {
-  if (moe_topk_rows_fits(o, t))
+  if (moe_topk_rows_fits(o, t, e))
     LAUNCH(o, st, moe_topk_rows, CEIL_DIV(t, 8), 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));
   if (o->k[METRALE_K_moe_topk_warp])
     LAUNCH(o, st, moe_topk_warp, t, 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));

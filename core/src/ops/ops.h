@@ -212,8 +212,8 @@ const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, u
 /* Whether op_moe_experts writes y in bf16 for these shapes: the grouped path on
  * moe_down_sorted_ws_bf16, with moe_combine_wide_bf16 to read it. */
 int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
-/* The router top-k kernel op_moe_topk launches for t tokens ("module.kernel"). */
-const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t);
+/* The router top-k kernel op_moe_topk launches for t tokens of e experts ("module.kernel"). */
+const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t, uint32_t e);
 /* y_bf16: y is bf16 (metrale_ops_moe_y_bf16), else f32 */
 metrale_status op_moe_combine(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr res, gpu_ptr y,
                               gpu_ptr w, gpu_ptr shared, gpu_ptr gate, uint32_t t, uint32_t k,

@@ -224,7 +224,7 @@ static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *ou
   for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
     const uint32_t tc = tokens[i] < QWEN3_SSM_FFN_CHUNK ? tokens[i] : QWEN3_SSM_FFN_CHUNK; /* ffn.c's chunks */
     fprintf(out, "    top-k and routed experts, %s %4u:    %s; %s\n", tokens[i] == 4096 ? "prefill" : "decode ",
-            tokens[i], metrale_ops_moe_topk_kernel(o, tc),
+            tokens[i], metrale_ops_moe_topk_kernel(o, tc, d->E),
             metrale_ops_moe_path(o, tc * d->topk, d->topk, d->E, d->H, d->mI));
   }
   describe_gate_up(o, "    shared expert's gate and up", d->sI, d->H, out);
