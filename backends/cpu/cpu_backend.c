@@ -61,6 +61,12 @@ static metrale_status cpu_launch(gpu_backend *be, gpu_kernel kernel, gpu_dim3 gr
 
 static metrale_status cpu_sync(gpu_backend *be) { return METRALE_OK; }
 
+/* Work runs when it is enqueued, so whatever the signaler was given is done already. */
+static metrale_status cpu_stream_wait(gpu_backend *be, gpu_stream waiter, gpu_stream signaler) {
+  (void)be, (void)waiter, (void)signaler;
+  return METRALE_OK;
+}
+
 static const gpu_backend_vtable cpu_vtable = {
     .destroy = cpu_destroy,
     .kernel = cpu_kernel,
@@ -75,6 +81,7 @@ static const gpu_backend_vtable cpu_vtable = {
     .stream_sync = cpu_stream_sync,
     .stream_destroy = cpu_stream_destroy,
     .sync = cpu_sync,
+    .stream_wait = cpu_stream_wait,
 };
 
 /* "model name" of /proc/cpuinfo, or "CPU". */

@@ -42,6 +42,26 @@ static metrale_status cuda_stream_sync(gpu_backend *base, gpu_stream stream) {
   return METRALE_OK;
 }
 
+/* An event recorded on the signaler and waited for by the waiter, then released: the driver
+ * frees it once the wait no longer needs it, and stream capture turns the pair into a graph
+ * edge.  One event a call, so calls from several threads share nothing. */
+static metrale_status cuda_stream_wait(gpu_backend *base, gpu_stream waiter, gpu_stream signaler) {
+  cuda_backend *be = cuda_of(base);
+  METRALE_RETURN_IF_ERROR(cuda_bind(be));
+  cuda_event ev = NULL;
+  CUDA_CHECK(be->drv, be->drv->EventCreate(&ev, CUDA_DRV_EVENT_DISABLE_TIMING), "cuEventCreate");
+  cuda_result r = be->drv->EventRecord(ev, cuda_stream_of(be, signaler));
+  const char *what = "cuEventRecord";
+  if (r == CUDA_DRV_SUCCESS) {
+    r = be->drv->StreamWaitEvent(cuda_stream_of(be, waiter), ev, 0);
+    what = "cuStreamWaitEvent";
+  }
+  cuda_result d = be->drv->EventDestroy(ev);
+  if (r != CUDA_DRV_SUCCESS) return cuda_error(be->drv, r, __FILE__, __LINE__, "%s", what);
+  if (d != CUDA_DRV_SUCCESS) return cuda_error(be->drv, d, __FILE__, __LINE__, "cuEventDestroy");
+  return METRALE_OK;
+}
+
 static void cuda_stream_destroy(gpu_backend *base, gpu_stream stream) {
   cuda_backend *be = cuda_of(base);
   if (!stream) return; /* the backend's own stream lives until destroy */
@@ -112,6 +132,7 @@ static const gpu_backend_vtable cuda_vtable = {
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
     .sync = cuda_sync,
+    .stream_wait = cuda_stream_wait,
 };
 
 static metrale_status attribute(const cuda_driver *drv, cuda_device dev, int attr,

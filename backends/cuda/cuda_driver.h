@@ -22,6 +22,7 @@ typedef struct CUfunc_st *cuda_function;
 typedef struct CUstream_st *cuda_stream;
 typedef struct CUgraph_st *cuda_graph;
 typedef struct CUgraphExec_st *cuda_graph_exec;
+typedef struct CUevent_st *cuda_event;
 
 enum {
   CUDA_DRV_SUCCESS = 0,
@@ -53,6 +54,7 @@ enum { /* CUdevice_attribute */
 };
 
 enum { CUDA_DRV_STREAM_NON_BLOCKING = 1 };                  /* CUstream_flags */
+enum { CUDA_DRV_EVENT_DISABLE_TIMING = 2 };                 /* CUevent_flags */
 enum { CUDA_DRV_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };     /* CUstreamCaptureMode */
 enum { CUDA_DRV_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6 }; /* CUlaunchAttributeID */
 
@@ -130,6 +132,10 @@ enum { CUDA_DRV_TMAP_OOB_FILL_ZERO = 0 };                                 /* CUt
   X(StreamCreate, "cuStreamCreate", (cuda_stream * stream, unsigned flags))               \
   X(StreamSynchronize, "cuStreamSynchronize", (cuda_stream stream))                       \
   X(StreamDestroy, "cuStreamDestroy_v2", (cuda_stream stream))                           \
+  X(StreamWaitEvent, "cuStreamWaitEvent", (cuda_stream stream, cuda_event event, unsigned flags)) \
+  X(EventCreate, "cuEventCreate", (cuda_event * event, unsigned flags))                   \
+  X(EventRecord, "cuEventRecord", (cuda_event event, cuda_stream stream))                 \
+  X(EventDestroy, "cuEventDestroy_v2", (cuda_event event))                                \
   X(StreamBeginCapture, "cuStreamBeginCapture_v2", (cuda_stream stream, int mode))        \
   X(StreamEndCapture, "cuStreamEndCapture", (cuda_stream stream, cuda_graph * graph))     \
   X(GraphInstantiate, "cuGraphInstantiateWithFlags",                                      \

@@ -128,6 +128,46 @@ Test(memory, streams) {
   cf_close(&ctx);
 }
 
+/* stream_wait (optional): a copy on one stream after a wait for a long memset on another must
+ * see the memset's bytes, both ways round and with the backend's own stream (NULL) as either
+ * side.  The bytes read are the last the memset writes, so a wait that did not hold would
+ * most likely read the round before's. */
+Test(memory, stream_wait) {
+  cf_ctx ctx;
+  cf_open(&ctx);
+  gpu_backend *be = metrale_device_backend(ctx.dev);
+  if (!be->vt->stream_wait) {
+    fprintf(stderr, "%s: no stream_wait (optional): the layer keeps its work on one stream\n", ctx.backend);
+    cf_close(&ctx);
+    return;
+  }
+  gpu_stream s1 = NULL, s2 = NULL;
+  CHECK_OK(&ctx, be->vt->stream_create(be, &s1));
+  CHECK_OK(&ctx, be->vt->stream_create(be, &s2));
+  enum { N = 4096 };
+  const uint64_t big = 64ull << 20;
+  gpu_ptr a = 0;
+  CHECK_OK(&ctx, be->vt->alloc(be, big, &a));
+  uint8_t back[N], want[N];
+  const gpu_stream pairs[4][2] = {{s2, s1}, {s1, s2}, {NULL, s1}, {s2, NULL}}; /* waiter, signaler */
+  for (unsigned r = 0; r < 8; r++) {
+    const gpu_stream waiter = pairs[r % 4][0], signaler = pairs[r % 4][1];
+    const uint8_t v = (uint8_t)(0x11u * (r + 1u));
+    CHECK_OK(&ctx, be->vt->memset(be, a, v, big, signaler));
+    CHECK_OK(&ctx, be->vt->stream_wait(be, waiter, signaler));
+    CHECK_OK(&ctx, be->vt->copy_d2h(be, back, a + big - N, N, waiter));
+    CHECK_OK(&ctx, be->vt->stream_sync(be, waiter));
+    memset(want, v, N);
+    snprintf(ctx.shape, sizeof ctx.shape, "round %u", r);
+    cf_check_exact(&ctx, "bytes after the wait", back, want, 1, N);
+    CHECK_OK(&ctx, be->vt->sync(be));
+  }
+  be->vt->free(be, a);
+  be->vt->stream_destroy(be, s1);
+  be->vt->stream_destroy(be, s2);
+  cf_close(&ctx);
+}
+
 Test(device, caps_are_filled_in) {
   cf_ctx ctx;
   cf_open(&ctx);

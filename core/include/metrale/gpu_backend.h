@@ -111,6 +111,13 @@ typedef struct gpu_backend_vtable {
   metrale_status (*stream_sync)(gpu_backend *be, gpu_stream stream);
   void (*stream_destroy)(gpu_backend *be, gpu_stream stream);
   metrale_status (*sync)(gpu_backend *be); /* waits for all streams */
+  /* Optional (NULL where the backend has none: callers then keep the work on one stream).
+   * Work enqueued on `waiter` after this call starts only once all work enqueued on
+   * `signaler` before it has finished; neither stream waits for the host.  Two calls fork a
+   * second stream off a first and join it back; recorded between graph_begin and graph_end
+   * on the first stream, the second stream's launches join the recording as a branch, and
+   * it must be joined back before graph_end. */
+  metrale_status (*stream_wait)(gpu_backend *be, gpu_stream waiter, gpu_stream signaler);
 
   /* Graphs: optional, all four NULL where the backend has none (callers then launch the
    * same work eagerly).  Between graph_begin and graph_end, launches on `stream` are
@@ -134,7 +141,7 @@ struct gpu_backend {
 
 /* ---- backend modules (plugins) ---------------------------------------------------- */
 
-#define METRALE_BACKEND_API_VERSION 2u /* 2: graph entries */
+#define METRALE_BACKEND_API_VERSION 3u /* 2: graph entries; 3: stream_wait */
 
 typedef struct gpu_backend_options {
   int device_index; /* which device of the driver, default 0 */
