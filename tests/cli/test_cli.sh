@@ -52,6 +52,11 @@ expect_success run_decode_no_graphs "${run[@]}" --model "$model" --input "$good_
 cmp -s "$tmp/out.st" "$tmp/out_default.st" && ok || bad "run --no-graphs wrote another result"
 expect_success bench_no_graphs bench --backend cpu --decode 1 --prefill 16 --samples 2 --warmup 1 --no-graphs --json
 grep -q '"decode_graphs": false' "$tmp/stdout" && ok || bad "bench --no-graphs did not say so: $(cat "$tmp/stdout")"
+bench_layer=(bench --backend cpu --model "$model" --layer 1 --part layer --decode 1 --prefill 16 --samples 2 --warmup 1 --json)
+expect_success bench_second_stream "${bench_layer[@]}"
+grep -q '"second_stream": true' "$tmp/stdout" && ok || bad "a MoE layer on cpu did not fork its shared expert: $(cat "$tmp/stdout")"
+expect_success bench_one_stream "${bench_layer[@]}" --one-stream
+grep -q '"second_stream": false' "$tmp/stdout" && ok || bad "bench --one-stream did not say so: $(cat "$tmp/stdout")"
 expect_success audit audit
 grep -q '^cpu     available' "$tmp/stdout" && ok || bad "audit does not show cpu available"
 for b in cuda hip vulkan; do

@@ -787,3 +787,34 @@ Test(slots, graph_replay_equals_eager_launches) {
   free(initial), free(replayed), free(eager);
   env_free(&e);
 }
+
+/* A MoE layer whose backend has stream_wait runs its shared expert on a second stream; with
+ * it turned off everything runs on one stream, and the outputs and states must be the same
+ * bits (the branches write disjoint buffers and the combine waits for both).  Recorded as
+ * graphs and launched eagerly. */
+Test(slots, second_stream_equals_one_stream) {
+  slot_env e;
+  env_init(&e, 4, 16);
+  const int forks = metrale_qwen3_ssm_layer_uses_second_stream(e.layer);
+  cr_expect_eq(forks, e.be->vt->stream_wait != NULL, "a MoE layer forks exactly where the backend has stream_wait");
+  for (int graphs = 1; graphs >= 0; graphs--) {
+    metrale_qwen3_ssm_layer_set_graphs(e.layer, graphs);
+    metrale_qwen3_ssm_layer_set_second_stream(e.layer, 1);
+    uint64_t n1 = 0, n2 = 0;
+    float *two = run_graph_steps(&e, &n1);
+    metrale_qwen3_ssm_layer_set_second_stream(e.layer, 0);
+    cr_expect_eq(metrale_qwen3_ssm_layer_uses_second_stream(e.layer), 0);
+    float *one = run_graph_steps(&e, &n2);
+    cr_assert_eq(n1, n2);
+    for (uint64_t i = 0; i < n1; i++)
+      if (memcmp(&two[i], &one[i], sizeof(float)) != 0) {
+        cr_expect(0, "%s: element %llu differs: %g (second stream) vs %g (one stream)",
+                  graphs ? "graphs" : "eager", (unsigned long long)i, two[i], one[i]);
+        break;
+      }
+    free(two), free(one);
+  }
+  metrale_qwen3_ssm_layer_set_second_stream(e.layer, 1);
+  cr_expect_eq(metrale_qwen3_ssm_layer_uses_second_stream(e.layer), forks);
+  env_free(&e);
+}

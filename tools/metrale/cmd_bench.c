@@ -215,8 +215,11 @@ int cmd_bench(int argc, char **argv) {
       {"--gates", 1, NULL,
        "with --core: fast (default; g in [-2, -0.01] a token, the state forgets within two chunks) or "
        "slow (g in [-1e-3, -1e-4]: it does not)"},
+      {"--one-stream", 0, NULL,
+       "keep the MoE layer's shared expert on the layer's stream (by default it runs on a second stream "
+       "beside the routed experts where the backend can fork and join streams)"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 12, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 13, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -289,6 +292,8 @@ int cmd_bench(int argc, char **argv) {
   uint64_t rss_peak = cli_peak_rss();
   if (layer && opts[10].value) metrale_qwen3_ssm_layer_set_graphs(layer, 0);
   const int graphs = layer && !opts[10].value && metrale_device_has_graphs(dev);
+  if (layer && opts[12].value) metrale_qwen3_ssm_layer_set_second_stream(layer, 0);
+  const int second = layer && part == METRALE_PART_LAYER && metrale_qwen3_ssm_layer_uses_second_stream(layer);
   metrale_checkpoint_close(ckpt); /* the weights are on the device now */
   char ckpt_name[300];
   if (opts[8].value) snprintf(ckpt_name, sizeof ckpt_name, "layer %u of %.250s", layer_index, opts[8].value);
@@ -296,9 +301,10 @@ int cmd_bench(int argc, char **argv) {
   uint64_t wbytes = layer ? metrale_qwen3_ssm_layer_weight_bytes(layer) : 0;
 
   /* after the layer, so that a bad --model fails before any progress output */
-  if (!s) fprintf(info, "metrale bench on %s (%s), part %s, decode steps %s\n", be->name,
+  if (!s) fprintf(info, "metrale bench on %s (%s), part %s, decode steps %s%s\n", be->name,
                   be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer (mixer + FFN)",
-                  graphs ? "replayed as graphs" : "launched eagerly");
+                  graphs ? "replayed as graphs" : "launched eagerly",
+                  second ? ", the shared expert on a second stream" : "");
   if (!s) fprintf(stderr, "measuring ceilings...\n");
   if (!s) s = bench_copy_bandwidth(dev, is_cpu ? (256u << 20) : (1ull << 30), &bw);
   if (!s) s = bench_gemm_rate(dev, is_cpu ? 512 : 8192, &tf);
@@ -340,11 +346,11 @@ int cmd_bench(int argc, char **argv) {
     if (json) {
       printf("{\"backend\": \"%s\", \"device\": \"%s\", \"part\": \"%s\", \"copy_gbps\": %.2f, "
              "\"gemm_tflops\": %.4f, \"weight_bytes\": %llu, \"load_seconds\": %.3f, "
-             "\"load_peak_rss_delta_bytes\": %llu, \"decode_graphs\": %s, \"results\": [",
+             "\"load_peak_rss_delta_bytes\": %llu, \"decode_graphs\": %s, \"second_stream\": %s, \"results\": [",
              be->name, be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer", bw, tf,
              (unsigned long long)wbytes, t_load,
              (unsigned long long)(rss_peak > rss_before ? rss_peak - rss_before : 0),
-             graphs ? "true" : "false");
+             graphs ? "true" : "false", second ? "true" : "false");
       for (int i = 0; i < nres; i++)
         printf("%s{\"kind\": \"%s\", \"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"gbps\": %.2f, "
                "\"pct_copy_bw\": %.1f, \"tflops\": %.4f}", i ? ", " : "", res[i].kind, res[i].n,

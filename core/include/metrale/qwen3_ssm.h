@@ -63,6 +63,14 @@ int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *layer);
  * (default on; the result is the same either way).  0 turns that off and drops the
  * recordings, 1 turns it back on. */
 void metrale_qwen3_ssm_layer_set_graphs(metrale_qwen3_ssm_layer *layer, int on);
+/* A MoE layer runs its shared expert on a second stream beside the routed experts where the
+ * backend has stream_wait (default on; the result is the same bits either
+ * way).  0 keeps all of the layer's work on the caller's stream and drops the recordings, 1
+ * turns the second stream back on. */
+void metrale_qwen3_ssm_layer_set_second_stream(metrale_qwen3_ssm_layer *layer, int on);
+/* Whether the layer's FFN forks onto that second stream now (a MoE layer, a backend with
+ * stream_wait, not turned off). */
+int metrale_qwen3_ssm_layer_uses_second_stream(const metrale_qwen3_ssm_layer *layer);
 /* Prints which kernel each step uses (and which fallbacks were taken). */
 void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *layer, FILE *out);
 /* The same for the shape-dependent choices (projection kernels by batch, the decode and

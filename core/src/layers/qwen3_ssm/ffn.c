@@ -18,20 +18,52 @@ static metrale_status dense(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res
   return op_add(o, st, out, res, s->f_out, (uint64_t)tc * d->H);
 }
 
+/* The shared expert: silu(gate(xn)) * up(xn), then its down projection into s.f_out. */
+static metrale_status shared_expert(metrale_qwen3_ssm_layer *L, gpu_ptr xn, uint32_t tc, gpu_stream st) {
+  const metrale_ops *o = &L->ops;
+  const qwen3_ssm_dims *d = &L->d;
+  const qwen3_ssm_scratch *s = &L->s;
+  METRALE_RETURN_IF_ERROR(op_gate_up_silu(o, st, s->s_act, s->s_gu, xn, L->w.sh_gate_up, tc, d->sI, d->H));
+  return op_gemm(o, st, s->f_out, s->s_act, L->w.sh_down, tc, d->H, d->sI);
+}
+
+/* Where the backend has stream_wait, the shared expert runs on the layer's second stream
+ * beside the routed experts: forked off st once the router's top-k is enqueued, joined back
+ * before the combine, which reads both.  The branches write disjoint scratch and read xn,
+ * written before the fork.  Otherwise it runs on st after the routed experts.  The same bits
+ * either way.
+ *
+ * Why after the top-k (H200, layer decode as graphs, docs/perf-moe.md): forked right after the
+ * norm, so that the shared expert also ran beside the router and the top-k, decode 5 to 12
+ * and 256 were 15-22 us slower than on one stream (eagerly launched they were not); forked
+ * after the top-k every batch measured gained, 4 to 16 us from 1 to 256 tokens. */
 static metrale_status moe(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
                           uint32_t tc, gpu_stream st) {
   const metrale_ops *o = &L->ops;
   const qwen3_ssm_dims *d = &L->d;
   const qwen3_ssm_scratch *s = &L->s;
   const qwen3_ssm_weights *w = &L->w;
+  gpu_backend *be = metrale_device_backend(L->dev);
   const uint32_t rows = tc * d->topk;
   METRALE_RETURN_IF_ERROR(op_gemm_f32(o, st, s->logits, xn, w->router, tc, d->E + 1, d->H));
   METRALE_RETURN_IF_ERROR(op_moe_topk(o, st, s->idx, s->rw, s->logits, tc, d->E, d->E + 1, d->topk,
                                       (uint32_t)L->cfg.norm_topk_prob));
   const metrale_moe_buffers b = {s->idx, s->perm, s->tiles, s->f_gu, s->f_act, s->ey};
-  METRALE_RETURN_IF_ERROR(op_moe_experts(o, st, &b, xn, w->exp_gate_up, w->exp_down, rows, d->topk, d->H, d->mI, d->E));
-  METRALE_RETURN_IF_ERROR(op_gate_up_silu(o, st, s->s_act, s->s_gu, xn, w->sh_gate_up, tc, d->sI, d->H));
-  METRALE_RETURN_IF_ERROR(op_gemm(o, st, s->f_out, s->s_act, w->sh_down, tc, d->H, d->sI));
+  if (qwen3_ssm_uses_side(L)) {
+    METRALE_RETURN_IF_ERROR(be->vt->stream_wait(be, L->side, st)); /* fork */
+    metrale_status e = shared_expert(L, xn, tc, L->side);
+    if (!e) e = op_moe_experts(o, st, &b, xn, w->exp_gate_up, w->exp_down, rows, d->topk, d->H, d->mI, d->E);
+    /* joined back even after a failure, so that no recording is left with a branch open */
+    metrale_status j = be->vt->stream_wait(be, st, L->side);
+    if (e) {
+      metrale_status_free(j);
+      return e;
+    }
+    METRALE_RETURN_IF_ERROR(j);
+  } else {
+    METRALE_RETURN_IF_ERROR(op_moe_experts(o, st, &b, xn, w->exp_gate_up, w->exp_down, rows, d->topk, d->H, d->mI, d->E));
+    METRALE_RETURN_IF_ERROR(shared_expert(L, xn, tc, st));
+  }
   return op_moe_combine(o, st, out, res, s->ey, s->rw, s->f_out, s->logits, tc, d->topk, d->H,
                         d->E + 1, d->E, metrale_ops_moe_y_bf16(o, rows, d->topk, d->E, d->H, d->mI));
 }

@@ -62,6 +62,11 @@ metrale_status metrale_qwen3_ssm_layer_create(metrale_device *dev, const metrale
   metrale_status s = derive_dims(cfg, layer_index, L->moe, &L->d);
   if (!s) s = metrale_ops_init(&L->ops, dev);
   if (!s) s = qwen3_ssm_load_weights(L, weights);
+  gpu_backend *be = metrale_device_backend(dev);
+  if (!s && L->moe && be->vt->stream_wait) {
+    s = be->vt->stream_create(be, &L->side);
+    L->has_side = !s;
+  }
   if (s) {
     metrale_qwen3_ssm_layer_destroy(L);
     return metrale_status_annotate(s, "creating layer %u", layer_index);
@@ -75,12 +80,23 @@ void metrale_qwen3_ssm_layer_destroy(metrale_qwen3_ssm_layer *L) {
   gpu_backend *be = metrale_device_backend(L->dev);
   metrale_status_free(be->vt->sync(be));
   qwen3_ssm_graphs_clear(L);
+  if (L->has_side) be->vt->stream_destroy(be, L->side);
   metrale_free(L->dev, L->scratch_block);
   metrale_free(L->dev, L->delta_ws);
   metrale_free(L->dev, L->weight_block);
   free(L->lists_host);
   free(L);
 }
+
+void metrale_qwen3_ssm_layer_set_second_stream(metrale_qwen3_ssm_layer *L, int on) {
+  if (L->side_off == !on) return;
+  gpu_backend *be = metrale_device_backend(L->dev);
+  metrale_status_free(be->vt->sync(be)); /* nothing recorded or queued for the old form runs on */
+  L->side_off = !on;
+  qwen3_ssm_graphs_clear(L); /* the recordings fork, or do not, as they were made */
+}
+
+int metrale_qwen3_ssm_layer_uses_second_stream(const metrale_qwen3_ssm_layer *L) { return qwen3_ssm_uses_side(L); }
 
 uint64_t metrale_qwen3_ssm_layer_weight_bytes(const metrale_qwen3_ssm_layer *L) { return L->weight_bytes; }
 int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *L) { return L->moe; }
@@ -284,9 +300,13 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           o->k[METRALE_K_conv1d_prefill_l2norm] ? " (decode; prefill: in the conv's pass)" : "",
           metrale_ops_kernel_or(o, METRALE_K_gated_rmsnorm_rows, METRALE_K_gated_rmsnorm));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(o));
-  if (L->moe)
+  if (L->moe) {
     describe_moe(o, d, out);
-  else
+    fprintf(out, "    shared expert's stream:      %s\n",
+            qwen3_ssm_uses_side(L) ? "a second one, beside the routed experts (stream_wait)"
+            : L->has_side          ? "the layer's own (the second stream turned off)"
+                                   : "the layer's own, after the routed experts (the backend has no stream_wait)");
+  } else
     describe_gate_up(o, "  dense MLP's gate and up", d->I, d->H, out);
 }
 

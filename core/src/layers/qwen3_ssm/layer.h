@@ -119,7 +119,14 @@ struct metrale_qwen3_ssm_layer {
   qwen3_ssm_graph graphs[QWEN3_SSM_GRAPHS];
   unsigned graph_next;
   int graphs_off; /* metrale_qwen3_ssm_layer_set_graphs(L, 0) */
+  /* A MoE layer's second stream, where the backend has stream_wait: the shared expert runs
+   * there beside the routed experts (ffn.c); has_side 0: one stream. */
+  gpu_stream side;
+  int has_side;
+  int side_off; /* metrale_qwen3_ssm_layer_set_second_stream(L, 0) */
 };
+/* Whether the MoE FFN forks its shared expert onto L->side. */
+static inline int qwen3_ssm_uses_side(const metrale_qwen3_ssm_layer *L) { return L->has_side && !L->side_off; }
 
 /* weights.c */
 metrale_status qwen3_ssm_load_weights(metrale_qwen3_ssm_layer *L, metrale_weight_source src);
