@@ -3,17 +3,20 @@
 #include <stdio.h>
 
 #define CEIL_DIV(a, b) (uint32_t)(((uint64_t)(a) + (b) - 1) / (b))
-/* The gemv kernels (weights streamed once per 16 rows on CUDA cores) up to 4 rows; from 5 the
- * tensor-core tiles (split K for the few tiles of a decode batch).  On the H200 at batch 8
- * in_proj took 71 us on gemv_f32in and 44 on gemm_f32in_splitk, out_proj 58 on gemv_bf16 and
- * 17 on gemm_bf16_splitk: the mixer decode step 117.7 -> 73.4 us at 8, 79.4 -> 71.6 at 5,
- * 241 -> 83 at 16; 1, 2 and 4 stay on the gemv (docs/perf-decode.md section 14).  Large
- * weights (n k >= GEMV_LARGE_NK: the mixer's in_proj and out_proj) go to the tiles from 3
- * rows since the 64-row ws tiles: the gemv's multiply-adds grow with the rows, the tiles'
- * time hardly does (mixer decode 3 / 4 53.3-53.9 / 62.4-63.1 -> 46.3-46.5 / 49.5-49.7 us);
- * the small ones (the MoE layer's router and shared expert) keep the gemv to 4 rows, where
- * the tiles' fixed costs lose (docs/perf-decode.md section 25). */
-#define GEMV_MAX_M 4u
+/* The gemv kernels (weights streamed once per 4 rows on CUDA cores) for a decode batch's first
+ * rows, then the tensor-core tiles (split K for the few tiles of a decode batch).  On the H200
+ * at batch 8 in_proj took 71 us on gemv_f32in and 44 on gemm_f32in_splitk, out_proj 58 on
+ * gemv_bf16 and 17 on gemm_bf16_splitk: the mixer decode step 117.7 -> 73.4 us at 8, 79.4 ->
+ * 71.6 at 5, 241 -> 83 at 16 (docs/perf-decode.md section 14).  Large weights (n k >=
+ * GEMV_LARGE_NK: the mixer's in_proj and out_proj) go to the tiles from 3 rows since the 64-row
+ * ws tiles: the gemv's multiply-adds grow with the rows, the tiles' time hardly does (mixer
+ * decode 3 / 4 53.3-53.9 / 62.4-63.1 -> 46.3-46.5 / 49.5-49.7 us; section 25).  The small ones
+ * (the MoE layer's router, n k = 513 x 2048, and its shared expert's down, 2048 x 512) keep the
+ * gemv to 8 rows, where the 64x64 tiles' 9 and 32 blocks, each a whole 2048 or 512 deep, cost
+ * more: layer decode 5 / 6 / 8 155.4 / 170.9 / 200.3 us with the gemv to 4 rows, 146.5 / 163.4
+ * / 200.0 to 8; to 16 rows, decode 12 / 14 / 16 lost 5 / 14 / 20 us (docs/perf-moe.md). */
+#define GEMV_MAX_M 4u       /* large weights where the backend has no 64-row ws split tiles */
+#define GEMV_MAX_M_SMALL 8u /* weights below GEMV_LARGE_NK */
 #define GEMV_MAX_M_LARGE 2u
 #define GEMV_LARGE_NK (4ull << 20)
 
@@ -206,12 +209,13 @@ static int use_ws192(const metrale_ops *o, const gemm_family *f, uint32_t m, uin
   return w192 < w256;
 }
 
-/* The most rows a GEMM of n columns, k deep, takes on the gemv (GEMV_MAX_M above): fewer for
- * large weights where the backend has the 64-row ws split tiles they then take. */
+/* The most rows a GEMM of n columns, k deep, takes on the gemv (the comment above): 8 for small
+ * weights, 4 for large ones, 2 where the backend has the 64-row ws split tiles they then take. */
 static uint32_t gemv_max_m(const metrale_ops *o, const gemm_family *f, uint32_t n, uint32_t k) {
+  if ((uint64_t)n * k < GEMV_LARGE_NK) return GEMV_MAX_M_SMALL;
   const int tiles = has_kernel(o, f->ws_split[1][0]) || has_kernel(o, f->ws_split[1][1]) ||
                     has_kernel(o, f->ws_split[1][2]);
-  return tiles && (uint64_t)n * k >= GEMV_LARGE_NK ? GEMV_MAX_M_LARGE : GEMV_MAX_M;
+  return tiles ? GEMV_MAX_M_LARGE : GEMV_MAX_M;
 }
 
 /* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
