@@ -392,28 +392,16 @@ constexpr unsigned TR_TOKENS = kTopkRBlock / TW_LANES; /* a warp a token */
 constexpr unsigned TR_CACHE = 16;                      /* p a lane keeps in registers: E <= 512 */
 static_assert(TR_TOKENS * TW_LANES == kTopkRBlock, "whole warps");
 
-/* The largest / smallest of a 32-lane group's values: one redux instruction on NVIDIA from
- * sm_80, a shuffle tree elsewhere (HIP's 64-lane wavefronts: groups of 32 by the width). */
-__device__ __forceinline__ uint32_t group_max_u32(uint32_t v) {
+/* The largest (MAX) or smallest of a 32-lane group's values: one redux instruction on NVIDIA
+ * from sm_80, a shuffle tree elsewhere (HIP's 64-lane wavefronts: groups of 32 by the width). */
+template <bool MAX> __device__ __forceinline__ uint32_t group_pick_u32(uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
-  return __reduce_max_sync(0xffffffffu, v);
+  return MAX ? __reduce_max_sync(0xffffffffu, v) : __reduce_min_sync(0xffffffffu, v);
 #else
 #pragma unroll
   for (unsigned off = TW_LANES / 2; off > 0; off >>= 1) {
     const uint32_t o = __shfl_xor_sync(0xffffffffu, v, off, TW_LANES);
-    v = o > v ? o : v;
-  }
-  return v;
-#endif
-}
-__device__ __forceinline__ uint32_t group_min_u32(uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(__HIPCC__)
-  return __reduce_min_sync(0xffffffffu, v);
-#else
-#pragma unroll
-  for (unsigned off = TW_LANES / 2; off > 0; off >>= 1) {
-    const uint32_t o = __shfl_xor_sync(0xffffffffu, v, off, TW_LANES);
-    v = o < v ? o : v;
+    v = (MAX ? o > v : o < v) ? o : v;
   }
   return v;
 #endif
@@ -452,9 +440,9 @@ __device__ __forceinline__ void picks_cached(picks &pk, const float (&p)[TR_CACH
         bk[c] = right ? bk[c + s] : bk[c];
         bc[c] = right ? bc[c + s] : bc[c];
       }
-    const uint32_t m = group_max_u32(bk[0]);
+    const uint32_t m = group_pick_u32<true>(bk[0]);
     if (m == 0u) return; /* no candidate left: k > E (or p not a number) */
-    const uint32_t i = group_min_u32(bk[0] == m ? lane + bc[0] * TW_LANES : 0xffffffffu);
+    const uint32_t i = group_pick_u32<false>(bk[0] == m ? lane + bc[0] * TW_LANES : 0xffffffffu);
     pk.take(cand{__uint_as_float(m - 1u), (int)i}, lane);
     if (i % TW_LANES == lane) {
 #pragma unroll
