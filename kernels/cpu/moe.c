@@ -101,6 +101,17 @@ metrale_status cpu_k_moe_topk(const gpu_arg *args) {
   return METRALE_OK;
 }
 
+/* The router's logits (gemm_bf16_f32's op), then moe_topk on them; count is left as it is. */
+metrale_status cpu_k_moe_router_topk_rows(const gpu_arg *args) {
+  const uint32_t m = cpu_arg_u(args, 6), n = cpu_arg_u(args, 7), h = cpu_arg_u(args, 8), e = cpu_arg_u(args, 9);
+  if (m != 0 && (e == 0 || e > n))
+    return METRALE_ERROR(INVALID_ARGUMENT, "moe_router_topk_rows: e = %u must be in [1, n = %u]", e, n);
+  METRALE_RETURN_IF_ERROR(cpu_gemm_bf16_f32(cpu_arg_p(args, 0), cpu_arg_p(args, 3), cpu_arg_p(args, 4), m, n, h));
+  cpu_moe_topk(cpu_arg_p(args, 1), cpu_arg_p(args, 2), cpu_arg_p(args, 0), m, e, n, cpu_arg_u(args, 10),
+               cpu_arg_u(args, 11));
+  return METRALE_OK;
+}
+
 metrale_status cpu_k_moe_gate_up(const gpu_arg *args) {
   if (cpu_arg_u(args, 5) == 0 && cpu_arg_u(args, 4) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "moe_gate_up: k must be >= 1");

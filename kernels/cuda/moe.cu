@@ -11,6 +11,7 @@
  * moe_topk_warp and moe_combine_wide are the decode-shaped forms of moe_topk and
  * moe_combine (kernels.def). */
 #include "common.cuh"
+#include "gemv.cuh"
 
 namespace {
 constexpr unsigned kProjBlock = mk_block("moe_gate_up");
@@ -505,6 +506,64 @@ MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const flo
   pk.finish(k, norm, lane);
 }
 MK_CHECK(moe_topk_rows, moe);
+
+namespace {
+constexpr unsigned kRouterBlock = mk_block("moe_router_topk_rows");
+static_assert(kRouterBlock == kGemvBlock, "the router's gemv runs at the gemv's block size");
+constexpr unsigned RT_ROWS = kRouterBlock / TW_LANES; /* warps: the top-k's tokens a round */
+
+/* A value another block of this grid wrote, from L2 (HIP: through a volatile read). */
+__device__ __forceinline__ float load_other(const float *p) {
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  return __ldcg(p);
+#else
+  return *reinterpret_cast<const volatile float *>(p);
+#endif
+}
+}  // namespace
+
+/* gemv_bf16_f32's one-row blocks, a grid row a token (its sums, 8 weight loads a lane in flight:
+ * the gemv's own grid of ceil(n/8) blocks, 4 rows a pass, took 27-28 us for the router at decode
+ * 8 on the H200), then a ticket: the block that takes the last one (atomicInc wraps the count
+ * back to 0 for the next launch) waits for no one, since every other block wrote its logits and
+ * fenced before its ticket, and makes the top-k as moe_topk_rows does, a warp a token: the same
+ * p, picks and stores, so the same bits.  At decode 1 the top-k's launch of its own took 5.6-5.9
+ * us under ncu for ~1.5 us of work (docs/perf-moe.md). */
+MK_KERNEL(moe_router_topk_rows)(float *__restrict__ logits, int *__restrict__ idx, float *__restrict__ w,
+                                const bf16 *__restrict__ x, const bf16 *__restrict__ wr, unsigned *__restrict__ count,
+                                unsigned m, unsigned n, unsigned h, unsigned e, unsigned k, unsigned norm) {
+  const unsigned row = blockIdx.y; /* a block 8 logits of one token: 8 weight rows in flight a warp */
+  if (row < m) gemv_rows<bf16, true>(logits + (size_t)row * n, x + (size_t)row * h, wr, 1u, n, h);
+  __shared__ unsigned last;
+  __threadfence(); /* this block's logits before its ticket */
+  __syncthreads();
+  const unsigned blocks = gridDim.x * gridDim.y;
+  if (threadIdx.x == 0) last = atomicInc(count, blocks - 1u) == blocks - 1u;
+  __syncthreads();
+  if (!last) return;
+  __threadfence(); /* the other blocks' logits: each fenced them before its ticket */
+  const unsigned lane = threadIdx.x % TW_LANES;
+  if (e == 0 || e > TR_CACHE * TW_LANES) return;
+  for (unsigned tok = threadIdx.x / TW_LANES; tok < m; tok += RT_ROWS) { /* a warp a token */
+    const float *l = logits + (size_t)tok * n; /* [e] */
+    float lc[TR_CACHE];
+    float mx = -INFINITY;
+#pragma unroll
+    for (unsigned c = 0; c < TR_CACHE; c++) {
+      const unsigned i = lane + c * TW_LANES;
+      lc[c] = i < e ? load_other(l + i) : -INFINITY;
+      mx = fmaxf(mx, lc[c]);
+    }
+    mx = group_max(mx);
+    const float sum = group_sum(exp_sum<TR_CACHE, TW_LANES>(lc, l, e, lane, mx));
+#pragma unroll
+    for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum;
+    picks pk(idx, w, tok, k);
+    picks_cached(pk, lc, e, k, lane);
+    pk.finish(k, norm, lane);
+  }
+}
+MK_CHECK(moe_router_topk_rows, moe);
 
 namespace {
 constexpr unsigned kCombineWBlock = mk_block("moe_combine_wide");

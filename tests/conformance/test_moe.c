@@ -5,6 +5,38 @@
 
 #include "harness.h"
 
+/* The top-k of softmax(l[tok, 0:e]) for every token in double: idx_ref, w_ref [t, k] (empty
+ * picks -1 and 0), divided by the picks' sum when norm; ties go to the lower expert id. */
+static void ref_topk(int32_t *idx_ref, double *w_ref, const float *logits, uint32_t t, uint32_t e, uint32_t ld,
+                     uint32_t k, uint32_t norm) {
+  double *p = cf_alloc(e, sizeof(double));
+  char *taken = cf_alloc(e, 1);
+  for (uint32_t tok = 0; tok < t; tok++) {
+    const float *l = logits + (size_t)tok * ld;
+    double mx = l[0], sum = 0.0, wsum = 0.0;
+    for (uint32_t i = 1; i < e; i++) mx = l[i] > mx ? l[i] : mx;
+    for (uint32_t i = 0; i < e; i++) sum += p[i] = exp(l[i] - mx);
+    memset(taken, 0, e);
+    for (uint32_t j = 0; j < k; j++) {
+      int best = -1;
+      for (uint32_t i = 0; i < e; i++)
+        if (!taken[i] && (best < 0 || p[i] > p[best])) best = (int)i; /* strict: lower id wins */
+      if (best < 0) { /* k > E: empty picks */
+        idx_ref[(size_t)tok * k + j] = -1;
+        w_ref[(size_t)tok * k + j] = 0.0;
+        continue;
+      }
+      taken[best] = 1;
+      idx_ref[(size_t)tok * k + j] = best;
+      w_ref[(size_t)tok * k + j] = p[best] / sum;
+      wsum += p[best] / sum;
+    }
+    if (norm)
+      for (uint32_t j = 0; j < k; j++) w_ref[(size_t)tok * k + j] /= wsum;
+  }
+  free(p), free(taken);
+}
+
 /* moe_topk, moe_topk_warp (the same grid) and moe_topk_rows (8 tokens a block).  The router
  * shape (E = 512, k = 10), E beyond the 1024 experts the fast forms keep in registers, odd E
  * and k > E; T not a multiple of 8; k > 32, where the fast forms store their picks in rounds of
@@ -37,31 +69,7 @@ static void check_topk(metrale_kernel_id id, uint32_t per_block) {
     }
     int32_t *idx_ref = cf_alloc((size_t)t * k, sizeof(int32_t));
     double *w_ref = cf_alloc((size_t)t * k, sizeof(double));
-    double *p = cf_alloc(e, sizeof(double));
-    char *taken = cf_alloc(e, 1);
-    for (uint32_t tok = 0; tok < t; tok++) {
-      const float *l = logits + (size_t)tok * ld;
-      double mx = l[0], sum = 0.0, wsum = 0.0;
-      for (uint32_t i = 1; i < e; i++) mx = l[i] > mx ? l[i] : mx;
-      for (uint32_t i = 0; i < e; i++) sum += p[i] = exp(l[i] - mx);
-      memset(taken, 0, e);
-      for (uint32_t j = 0; j < k; j++) {
-        int best = -1;
-        for (uint32_t i = 0; i < e; i++)
-          if (!taken[i] && (best < 0 || p[i] > p[best])) best = (int)i; /* strict: lower id wins */
-        if (best < 0) { /* k > E: empty picks */
-          idx_ref[(size_t)tok * k + j] = -1;
-          w_ref[(size_t)tok * k + j] = 0.0;
-          continue;
-        }
-        taken[best] = 1;
-        idx_ref[(size_t)tok * k + j] = best;
-        w_ref[(size_t)tok * k + j] = p[best] / sum;
-        wsum += p[best] / sum;
-      }
-      if (norm)
-        for (uint32_t j = 0; j < k; j++) w_ref[(size_t)tok * k + j] /= wsum;
-    }
+    ref_topk(idx_ref, w_ref, logits, t, e, ld, k, norm);
 
     cf_launch l;
     cf_launch_init(&l, id, (gpu_dim3){(t + per_block - 1) / per_block, 1, 1});
@@ -81,7 +89,7 @@ static void check_topk(metrale_kernel_id id, uint32_t per_block) {
       cf_check_f32(&ctx, "w", cf_f32(&l, bw), w_ref, (size_t)t * k, CF_TOL_F32);
     }
     cf_launch_free(&l);
-    free(logits), free(idx_ref), free(w_ref), free(p), free(taken);
+    free(logits), free(idx_ref), free(w_ref);
   }
   cf_close(&ctx);
 }
@@ -89,6 +97,75 @@ static void check_topk(metrale_kernel_id id, uint32_t per_block) {
 Test(moe, moe_topk) { check_topk(METRALE_K_moe_topk, 1); }
 Test(moe, moe_topk_warp) { check_topk(METRALE_K_moe_topk_warp, 1); }
 Test(moe, moe_topk_rows) { check_topk(METRALE_K_moe_topk_rows, 8); } /* a warp a token */
+
+/* moe_router_topk_rows: the router's gemv and the top-k in its last block.  x in {-1, 0, 1} and
+ * wr multiples of 1/64 up to 1/8, so that every logit is exact in f32 (|sum| <= 256 in steps of
+ * 1/64 over h <= 2048 terms) whatever the summation order, and spread little enough (a standard
+ * deviation of ~3 at h = 2048) that no chosen p underflows: the top-k's choices then do not
+ * depend on the backend, and the grid's many equal logits test the ties.  The count starts at 0 and must end at 0, where the
+ * next launch starts (the layer's graph replays reuse one count). */
+Test(moe, moe_router_topk_rows) {
+  CF_BEGIN(ctx, kern, METRALE_K_moe_router_topk_rows);
+  static const struct {
+    uint32_t m, n, h, e, k, norm;
+  } shapes[] = {{1, 513, 2048, 512, 10, 1}, {8, 513, 2048, 512, 10, 1}, {3, 9, 17, 8, 3, 0},
+                {5, 100, 256, 97, 40, 1}, {2, 33, 64, 32, 45, 1},    {7, 1000, 24, 512, 8, 0},
+                {16, 513, 2048, 512, 10, 1}, {11, 65, 129, 60, 7, 1}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const uint32_t m = shapes[si].m, n = shapes[si].n, h = shapes[si].h, e = shapes[si].e, k = shapes[si].k;
+    const uint32_t norm = shapes[si].norm;
+    metrale_bf16 *x = cf_alloc((size_t)m * h, sizeof *x), *wr = cf_alloc((size_t)n * h, sizeof *wr);
+    for (size_t i = 0; i < (size_t)m * h; i++) x[i] = metrale_f32_to_bf16((float)((int)mt_below(&ctx.rng, 3) - 1));
+    for (size_t i = 0; i < (size_t)n * h; i++)
+      wr[i] = metrale_f32_to_bf16((float)((int)mt_below(&ctx.rng, 17) - 8) / 64.0f);
+    float *logits = cf_alloc((size_t)m * n, sizeof *logits);
+    double *lref = cf_alloc((size_t)m * n, sizeof *lref);
+    for (uint32_t r = 0; r < m; r++)
+      for (uint32_t c = 0; c < n; c++) {
+        double acc = 0.0;
+        for (uint32_t q = 0; q < h; q++)
+          acc += (double)metrale_bf16_to_f32(x[(size_t)r * h + q]) * metrale_bf16_to_f32(wr[(size_t)c * h + q]);
+        lref[(size_t)r * n + c] = acc;
+        logits[(size_t)r * n + c] = (float)acc; /* exact */
+      }
+    int32_t *idx_ref = cf_alloc((size_t)m * k, sizeof(int32_t));
+    double *w_ref = cf_alloc((size_t)m * k, sizeof(double));
+    ref_topk(idx_ref, w_ref, logits, m, e, n, k, norm);
+    const int32_t zero = 0;
+    {
+      snprintf(ctx.shape, sizeof ctx.shape, "M=%u n=%u h=%u E=%u k=%u norm=%u", m, n, h, e, k, norm);
+      cf_launch l;
+      cf_launch_init(&l, METRALE_K_moe_router_topk_rows, (gpu_dim3){(n + 7) / 8, m, 1});
+      const int bl = cf_buf_add(&l, "logits", CF_F32, CF_OUT, (size_t)m * n, NULL, 0);
+      const int bi = cf_buf_add(&l, "idx", CF_I32, CF_OUT, (size_t)m * k, NULL, 0);
+      const int bw = cf_buf_add(&l, "w", CF_F32, CF_OUT, (size_t)m * k, NULL, CF_TOL_F32);
+      const int bx = cf_buf_add(&l, "x", CF_BF16, CF_IN, (size_t)m * h, x, 0);
+      const int br = cf_buf_add(&l, "wr", CF_BF16, CF_IN, (size_t)n * h, wr, 0);
+      const int bc = cf_buf_add(&l, "count", CF_I32, CF_INOUT, 1, &zero, 0);
+      cf_arg_buf(&l, bl);
+      cf_arg_buf(&l, bi);
+      cf_arg_buf(&l, bw);
+      cf_arg_buf(&l, bx);
+      cf_arg_buf(&l, br);
+      cf_arg_buf(&l, bc);
+      cf_arg_u32(&l, m);
+      cf_arg_u32(&l, n);
+      cf_arg_u32(&l, h);
+      cf_arg_u32(&l, e);
+      cf_arg_u32(&l, k);
+      cf_arg_u32(&l, norm);
+      if (cf_run(&ctx, &l, kern)) {
+        cf_check_f32(&ctx, "logits", cf_f32(&l, bl), lref, (size_t)m * n, CF_TOL_F32);
+        cf_check_exact(&ctx, "idx", cf_i32(&l, bi), idx_ref, sizeof(int32_t), (size_t)m * k);
+        cf_check_f32(&ctx, "w", cf_f32(&l, bw), w_ref, (size_t)m * k, CF_TOL_F32);
+        cf_check_exact(&ctx, "count after the launch", cf_i32(&l, bc), &zero, sizeof(int32_t), 1);
+      }
+      cf_launch_free(&l);
+    }
+    free(x), free(wr), free(logits), free(lref), free(idx_ref), free(w_ref);
+  }
+  cf_close(&ctx);
+}
 
 typedef struct {
   uint32_t t, k, e, h, n; /* tokens, top-k, experts, hidden, features of the projection */

@@ -824,6 +824,34 @@ metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu
   LAUNCH(o, st, moe_topk, t, 1, P(idx), P(w), P(logits), U(t), U(e), U(ld), U(k), U(norm));
 }
 
+/* The router's logits and top-k in one launch (moe_router_topk_rows) for 3 to 16 tokens, where
+ * its lanes hold the experts (512) and a count was given; otherwise the two ops.  On the H200
+ * (layer decode, graphs, three rounds; docs/perf-moe.md) against gemv_bf16_f32 or the tiles and
+ * moe_topk_rows (the router alone 28 us at 8 tokens): 4 / 8 / 9 / 12 / 16 tokens -6.4 / -12.5 /
+ * -9.3 / -7.7 / -3.8 us; 1 and 2 tokens -0.2 and +0.8, so they keep the two launches. */
+#define ROUTER_TOPK_MIN_M 3u
+#define ROUTER_TOPK_MAX_M 16u
+static int router_topk_fits(const metrale_ops *o, gpu_ptr count, uint32_t m, uint32_t n, uint32_t h, uint32_t e) {
+  (void)h;
+  return has_kernel(o, METRALE_K_moe_router_topk_rows) && count && m >= ROUTER_TOPK_MIN_M &&
+         m <= ROUTER_TOPK_MAX_M && e >= 1 && e <= 512 && e <= n && CEIL_DIV(n, 8) <= 65535;
+}
+
+const char *metrale_ops_router_topk_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t h, uint32_t e) {
+  return router_topk_fits(o, 1, m, n, h, e) ? "moe.moe_router_topk_rows (the router's gemv, the top-k in its last block)"
+                                            : NULL;
+}
+
+metrale_status op_moe_router_topk(const metrale_ops *o, gpu_stream st, gpu_ptr logits, gpu_ptr idx, gpu_ptr w,
+                                  gpu_ptr x, gpu_ptr wr, gpu_ptr count, uint32_t m, uint32_t n, uint32_t h,
+                                  uint32_t e, uint32_t k, uint32_t norm) {
+  if (router_topk_fits(o, count, m, n, h, e))
+    LAUNCH(o, st, moe_router_topk_rows, CEIL_DIV(n, 8), m, P(logits), P(idx), P(w), P(x), P(wr), P(count), U(m),
+           U(n), U(h), U(e), U(k), U(norm));
+  METRALE_RETURN_IF_ERROR(op_gemm_f32(o, st, logits, x, wr, m, n, h));
+  return op_moe_topk(o, st, idx, w, logits, m, e, n, k, norm);
+}
+
 metrale_status op_moe_gate_up(const metrale_ops *o, gpu_stream st, gpu_ptr gu, gpu_ptr x, gpu_ptr idx,
                               gpu_ptr w, uint32_t r, uint32_t k, uint32_t h, uint32_t n) {
   LAUNCH(o, st, moe_gate_up, r, CEIL_DIV(n, 64), P(gu), P(x), P(idx), P(w), U(r), U(k), U(h), U(n));

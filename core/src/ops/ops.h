@@ -212,6 +212,14 @@ const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, u
 /* Whether op_moe_experts writes y in bf16 for these shapes: the grouped path on
  * moe_down_sorted_ws_bf16, with moe_combine_wide_bf16 to read it. */
 int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
+/* logits f32 [m, n] = x . wr^T (x bf16 [m, h]), then op_moe_topk on them (e experts, ld n):
+ * one launch (moe_router_topk_rows) where it fits, else op_gemm_f32 and op_moe_topk.  count:
+ * a device u32 that is 0 (and is 0 again after the launch), or 0 where there is none. */
+metrale_status op_moe_router_topk(const metrale_ops *o, gpu_stream st, gpu_ptr logits, gpu_ptr idx, gpu_ptr w,
+                                  gpu_ptr x, gpu_ptr wr, gpu_ptr count, uint32_t m, uint32_t n, uint32_t h,
+                                  uint32_t e, uint32_t k, uint32_t norm);
+/* The kernel op_moe_router_topk launches for these shapes when it is one launch, else NULL. */
+const char *metrale_ops_router_topk_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t h, uint32_t e);
 /* The router top-k kernel op_moe_topk launches for t tokens of e experts ("module.kernel"). */
 const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t, uint32_t e);
 /* y_bf16: y is bf16 (metrale_ops_moe_y_bf16), else f32 */

@@ -45,9 +45,8 @@ static metrale_status moe(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, 
   const qwen3_ssm_weights *w = &L->w;
   gpu_backend *be = metrale_device_backend(L->dev);
   const uint32_t rows = tc * d->topk;
-  METRALE_RETURN_IF_ERROR(op_gemm_f32(o, st, s->logits, xn, w->router, tc, d->E + 1, d->H));
-  METRALE_RETURN_IF_ERROR(op_moe_topk(o, st, s->idx, s->rw, s->logits, tc, d->E, d->E + 1, d->topk,
-                                      (uint32_t)L->cfg.norm_topk_prob));
+  METRALE_RETURN_IF_ERROR(op_moe_router_topk(o, st, s->logits, s->idx, s->rw, xn, w->router, L->router_count, tc,
+                                             d->E + 1, d->H, d->E, d->topk, (uint32_t)L->cfg.norm_topk_prob));
   const metrale_moe_buffers b = {s->idx, s->perm, s->tiles, s->f_gu, s->f_act, s->ey};
   if (qwen3_ssm_uses_side(L)) {
     METRALE_RETURN_IF_ERROR(be->vt->stream_wait(be, L->side, st)); /* fork */

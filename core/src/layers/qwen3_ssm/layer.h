@@ -124,6 +124,8 @@ struct metrale_qwen3_ssm_layer {
   gpu_stream side;
   int has_side;
   int side_off; /* metrale_qwen3_ssm_layer_set_second_stream(L, 0) */
+  /* A MoE layer's u32 for moe_router_topk_rows (ops.h op_moe_router_topk): 0 between launches. */
+  gpu_ptr router_count;
 };
 /* Whether the MoE FFN forks its shared expert onto L->side. */
 static inline int qwen3_ssm_uses_side(const metrale_qwen3_ssm_layer *L) { return L->has_side && !L->side_off; }
