@@ -252,19 +252,30 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
+/* A value another block of this grid wrote, from L2 (HIP: through a volatile read). */
+__device__ __forceinline__ float load_other(const float *p) {
+#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
+  return __ldcg(p);
+#else
+  return *reinterpret_cast<const volatile float *>(p);
+#endif
+}
+
 /* The softmax's first two passes over a token's logits l [E], for a thread that holds experts
  * first + STRIDE c: lc[c] their logits (-inf past E), returned: the thread's maximum
- * (experts past N of them read again from l). */
-template <unsigned N, unsigned STRIDE>
+ * (experts past N of them read again from l).  FROM_L2: the logits were written by other blocks
+ * of this grid (load_other), and the caller holds every expert (E <= N STRIDE). */
+template <unsigned N, unsigned STRIDE, bool FROM_L2 = false>
 __device__ __forceinline__ float load_max(float (&lc)[N], const float *__restrict__ l, unsigned e, unsigned first) {
   float mx = -INFINITY;
 #pragma unroll
   for (unsigned c = 0; c < N; c++) {
     const unsigned i = first + c * STRIDE;
-    lc[c] = i < e ? l[i] : -INFINITY;
+    lc[c] = i < e ? (FROM_L2 ? load_other(l + i) : l[i]) : -INFINITY;
     mx = fmaxf(mx, lc[c]);
   }
-  for (unsigned i = first + N * STRIDE; i < e; i += STRIDE) mx = fmaxf(mx, l[i]);
+  if (!FROM_L2)
+    for (unsigned i = first + N * STRIDE; i < e; i += STRIDE) mx = fmaxf(mx, l[i]);
   return mx;
 }
 /* lc[c] = e^(lc[c] - mx) for the experts that exist, returned: their sum and that of the ones
@@ -452,6 +463,17 @@ __device__ __forceinline__ void picks_cached(picks &pk, const float (&p)[TR_CACH
     }
   }
 }
+
+/* p = softmax(l [e]) for a warp a token, lane l holding experts l + 32 c (c < 16) in lc; mx and
+ * sum are the maximum and the sum it took (the experts past 512 are read again by the caller). */
+template <bool FROM_L2>
+__device__ __forceinline__ void token_probs(float (&lc)[TR_CACHE], float &mx, float &sum, const float *__restrict__ l,
+                                            unsigned e, unsigned lane) {
+  mx = group_max(load_max<TR_CACHE, TW_LANES, FROM_L2>(lc, l, e, lane));
+  sum = group_sum(exp_sum<TR_CACHE, TW_LANES>(lc, l, e, lane, mx));
+#pragma unroll
+  for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum; /* p; beyond E unused */
+}
 }  // namespace
 
 /* A warp a token, no barriers: the softmax's maximum and sum are shuffle reductions over the
@@ -465,11 +487,8 @@ MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const flo
   const unsigned tok = blockIdx.x * TR_TOKENS + threadIdx.x / TW_LANES;
   if (tok >= t || e == 0) return;
   const float *l = logits + (size_t)tok * ld; /* [E] */
-  float lc[TR_CACHE];
-  const float mx = group_max(load_max<TR_CACHE, TW_LANES>(lc, l, e, lane));
-  const float sum = group_sum(exp_sum<TR_CACHE, TW_LANES>(lc, l, e, lane, mx));
-#pragma unroll
-  for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum; /* p; beyond E unused */
+  float lc[TR_CACHE], mx, sum;
+  token_probs<false>(lc, mx, sum, l, e, lane);
   picks pk(idx, w, tok, k);
   if (e <= TR_CACHE * TW_LANES) {
     picks_cached(pk, lc, e, k, lane);
@@ -512,14 +531,6 @@ constexpr unsigned kRouterBlock = mk_block("moe_router_topk_rows");
 static_assert(kRouterBlock == kGemvBlock, "the router's gemv runs at the gemv's block size");
 constexpr unsigned RT_ROWS = kRouterBlock / TW_LANES; /* warps: the top-k's tokens a round */
 
-/* A value another block of this grid wrote, from L2 (HIP: through a volatile read). */
-__device__ __forceinline__ float load_other(const float *p) {
-#if defined(__CUDA_ARCH__) && !defined(__HIPCC__)
-  return __ldcg(p);
-#else
-  return *reinterpret_cast<const volatile float *>(p);
-#endif
-}
 }  // namespace
 
 /* gemv_bf16_f32's one-row blocks, a grid row a token (its sums, 8 weight loads a lane in flight:
@@ -545,19 +556,8 @@ MK_KERNEL(moe_router_topk_rows)(float *__restrict__ logits, int *__restrict__ id
   const unsigned lane = threadIdx.x % TW_LANES;
   if (e == 0 || e > TR_CACHE * TW_LANES) return;
   for (unsigned tok = threadIdx.x / TW_LANES; tok < m; tok += RT_ROWS) { /* a warp a token */
-    const float *l = logits + (size_t)tok * n; /* [e] */
-    float lc[TR_CACHE];
-    float mx = -INFINITY;
-#pragma unroll
-    for (unsigned c = 0; c < TR_CACHE; c++) {
-      const unsigned i = lane + c * TW_LANES;
-      lc[c] = i < e ? load_other(l + i) : -INFINITY;
-      mx = fmaxf(mx, lc[c]);
-    }
-    mx = group_max(mx);
-    const float sum = group_sum(exp_sum<TR_CACHE, TW_LANES>(lc, l, e, lane, mx));
-#pragma unroll
-    for (unsigned c = 0; c < TR_CACHE; c++) lc[c] = lc[c] / sum;
+    float lc[TR_CACHE], mx, sum;
+    token_probs<true>(lc, mx, sum, logits + (size_t)tok * n, e, lane);
     picks pk(idx, w, tok, k);
     picks_cached(pk, lc, e, k, lane);
     pk.finish(k, norm, lane);

@@ -831,21 +831,20 @@ metrale_status op_moe_topk(const metrale_ops *o, gpu_stream st, gpu_ptr idx, gpu
  * -9.3 / -7.7 / -3.8 us; 1 and 2 tokens -0.2 and +0.8, so they keep the two launches. */
 #define ROUTER_TOPK_MIN_M 3u
 #define ROUTER_TOPK_MAX_M 16u
-static int router_topk_fits(const metrale_ops *o, gpu_ptr count, uint32_t m, uint32_t n, uint32_t h, uint32_t e) {
-  (void)h;
+static int router_topk_fits(const metrale_ops *o, gpu_ptr count, uint32_t m, uint32_t n, uint32_t e) {
   return has_kernel(o, METRALE_K_moe_router_topk_rows) && count && m >= ROUTER_TOPK_MIN_M &&
          m <= ROUTER_TOPK_MAX_M && e >= 1 && e <= 512 && e <= n && CEIL_DIV(n, 8) <= 65535;
 }
 
-const char *metrale_ops_router_topk_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t h, uint32_t e) {
-  return router_topk_fits(o, 1, m, n, h, e) ? "moe.moe_router_topk_rows (the router's gemv, the top-k in its last block)"
+const char *metrale_ops_router_topk_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t e) {
+  return router_topk_fits(o, 1, m, n, e) ? "moe.moe_router_topk_rows (the router's gemv, the top-k in its last block)"
                                             : NULL;
 }
 
 metrale_status op_moe_router_topk(const metrale_ops *o, gpu_stream st, gpu_ptr logits, gpu_ptr idx, gpu_ptr w,
                                   gpu_ptr x, gpu_ptr wr, gpu_ptr count, uint32_t m, uint32_t n, uint32_t h,
                                   uint32_t e, uint32_t k, uint32_t norm) {
-  if (router_topk_fits(o, count, m, n, h, e))
+  if (router_topk_fits(o, count, m, n, e))
     LAUNCH(o, st, moe_router_topk_rows, CEIL_DIV(n, 8), m, P(logits), P(idx), P(w), P(x), P(wr), P(count), U(m),
            U(n), U(h), U(e), U(k), U(norm));
   METRALE_RETURN_IF_ERROR(op_gemm_f32(o, st, logits, x, wr, m, n, h));

@@ -219,7 +219,7 @@ metrale_status op_moe_router_topk(const metrale_ops *o, gpu_stream st, gpu_ptr l
                                   gpu_ptr x, gpu_ptr wr, gpu_ptr count, uint32_t m, uint32_t n, uint32_t h,
                                   uint32_t e, uint32_t k, uint32_t norm);
 /* The kernel op_moe_router_topk launches for these shapes when it is one launch, else NULL. */
-const char *metrale_ops_router_topk_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t h, uint32_t e);
+const char *metrale_ops_router_topk_path(const metrale_ops *o, uint32_t m, uint32_t n, uint32_t e);
 /* The router top-k kernel op_moe_topk launches for t tokens of e experts ("module.kernel"). */
 const char *metrale_ops_moe_topk_kernel(const metrale_ops *o, uint32_t t, uint32_t e);
 /* y_bf16: y is bf16 (metrale_ops_moe_y_bf16), else f32 */

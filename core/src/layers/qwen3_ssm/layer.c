@@ -63,12 +63,14 @@ metrale_status metrale_qwen3_ssm_layer_create(metrale_device *dev, const metrale
   if (!s) s = metrale_ops_init(&L->ops, dev);
   if (!s) s = qwen3_ssm_load_weights(L, weights);
   gpu_backend *be = metrale_device_backend(dev);
-  if (!s && L->moe) s = metrale_alloc(dev, 4, &L->router_count);
-  if (!s && L->moe) s = be->vt->memset(be, L->router_count, 0, 4, NULL);
-  if (!s && L->moe) s = be->vt->stream_sync(be, NULL);
-  if (!s && L->moe && be->vt->stream_wait) {
-    s = be->vt->stream_create(be, &L->side);
-    L->has_side = !s;
+  if (!s && L->moe) { /* the router's count (0 between launches) and the shared expert's stream */
+    s = metrale_alloc(dev, 4, &L->router_count);
+    if (!s) s = be->vt->memset(be, L->router_count, 0, 4, NULL);
+    if (!s) s = be->vt->stream_sync(be, NULL);
+    if (!s && be->vt->stream_wait) {
+      s = be->vt->stream_create(be, &L->side);
+      L->has_side = !s;
+    }
   }
   if (s) {
     metrale_qwen3_ssm_layer_destroy(L);
@@ -243,10 +245,9 @@ static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *ou
           d->E, d->topk, d->mI, d->sI, metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
   for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
     const uint32_t tc = tokens[i] < QWEN3_SSM_FFN_CHUNK ? tokens[i] : QWEN3_SSM_FFN_CHUNK; /* ffn.c's chunks */
+    const char *fused = metrale_ops_router_topk_path(o, tc, d->E + 1, d->E);
     fprintf(out, "    top-k and routed experts, %s %4u:    %s; %s\n", tokens[i] == 4096 ? "prefill" : "decode ",
-            tokens[i],
-            metrale_ops_router_topk_path(o, tc, d->E + 1, d->H, d->E) ? metrale_ops_router_topk_path(o, tc, d->E + 1, d->H, d->E)
-                                                                       : metrale_ops_moe_topk_kernel(o, tc, d->E),
+            tokens[i], fused ? fused : metrale_ops_moe_topk_kernel(o, tc, d->E),
             metrale_ops_moe_path(o, tc * d->topk, d->topk, d->E, d->H, d->mI));
   }
   describe_gate_up(o, "    shared expert's gate and up", d->sI, d->H, out);
