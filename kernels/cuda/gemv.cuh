@@ -108,12 +108,17 @@ __device__ __forceinline__ void gemv_few(float (*part)[kGemvBlock + 1], void *y,
 /* Early start (kernels.def METRALE_KERNEL_EARLY_START): the block's weight rows go to L2
  * while the kernel before runs (at decode batch 1 the fused decode kernel leaves most of
  * the GPU idle), then the block waits for that kernel.  Nothing but the prefetches comes
- * before the wait; weights are never written by the layer's kernels anyway. */
+ * before the wait; weights are never written by the layer's kernels anyway.  That pays only
+ * where the kernel before lets this one start early (mk_allow_next: the decode kernels, the
+ * gemvs, the layer's norms); otherwise the prefetches go out just ahead of the loads, for
+ * nothing.  A grid's rows past the first (moe_router_topk_rows' tokens) read the same weight
+ * rows, so only the first asks for them: each of 16 tokens asking for all 2 MiB cost the
+ * layer's decode 16 ~1 us on the H200 (docs/perf-decode.md section 29). */
 __device__ __forceinline__ void gemv_prologue(const bf16 *__restrict__ w, unsigned n, unsigned k) {
   mk_allow_next();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(__HIPCC__)
   const unsigned f0 = blockIdx.x * GV_FEAT;
-  if (f0 < n) {
+  if (f0 < n && blockIdx.y == 0) {
     const unsigned rows = n - f0 < GV_FEAT ? n - f0 : GV_FEAT;
     const char *base = reinterpret_cast<const char *>(w + (size_t)f0 * k);
     const size_t bytes = (size_t)rows * k * sizeof(bf16);

@@ -69,6 +69,9 @@ __device__ __forceinline__ void rmsnorm_row(Y *__restrict__ y, const bf16 *__res
                                             const bf16 *__restrict__ w, unsigned rows, unsigned n,
                                             float eps) {
   __shared__ float red[kBlock];
+  mk_allow_next(); /* the early-start kernel after the layer's norms (the in_proj gemv, the router)
+                    * loads its weights into L2 while the norm runs: layer decode 1 / 2 -1.6 /
+                    * -1.8 us on the H200 (docs/perf-decode.md section 29) */
   if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
   const size_t off = (size_t)blockIdx.x * n; /* row [n] */
   rms_row(
@@ -107,6 +110,7 @@ MK_KERNEL(add_rmsnorm)(bf16 *__restrict__ h, bf16 *__restrict__ y, const bf16 *_
                        const bf16 *__restrict__ b, const bf16 *__restrict__ w, unsigned rows,
                        unsigned n, float eps) {
   __shared__ float red[kBlock];
+  mk_allow_next(); /* as rmsnorm_row's */
   if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
   const size_t off = (size_t)blockIdx.x * n;
   /* the norm reads the rounded sum h, exactly as add followed by rmsnorm would */
