@@ -483,6 +483,9 @@ __device__ __forceinline__ void token_probs(float (&lc)[TR_CACHE], float &mx, fl
  * recomputed, kept out by ranking after the previous pick, as in moe_topk_warp. */
 MK_KERNEL(moe_topk_rows)(int *__restrict__ idx, float *__restrict__ w, const float *__restrict__ logits,
                          unsigned t, unsigned e, unsigned ld, unsigned k, unsigned norm) {
+  mk_allow_next(); /* the routed gate and up rows after it, an early-start launch, become resident
+                    * while the top-k runs: layer decode 1 / 2 -0.6 to -1 us on the H200
+                    * (docs/perf-decode.md section 29) */
   const unsigned lane = threadIdx.x % TW_LANES;
   const unsigned tok = blockIdx.x * TR_TOKENS + threadIdx.x / TW_LANES;
   if (tok >= t || e == 0) return;
