@@ -3,7 +3,7 @@
 #   run V CMD...        CMD with build V's libraries and backends (.carry/var/V) first
 #   B V ARGS...         `metrale bench --backend cuda ARGS` of build V (200 s at most)
 #   el WHAT             a line "[seconds since the start] WHAT" in the call's log
-#   finish             the JSON summaries into the log, the call's folder packed as $OUT/$CALL.tgz
+#   finish              the JSON summaries into the log, the call's folder packed as $OUT/$CALL.tgz
 # The builds are carried in .carry/var/<V>/ (metrale, the test binaries, libmetrale*.so and the
 # backend modules); .carry/lib holds the test binaries' shared libraries (Criterion's).
 O=$OUT/$CALL
