@@ -35,6 +35,7 @@ SAME(HIP_API_ATTR_MAX_SHARED_MEMORY_PER_BLOCK, hipDeviceAttributeMaxSharedMemory
 SAME(HIP_API_ATTR_UNIFIED_ADDRESSING, hipDeviceAttributeUnifiedAddressing);
 SAME(HIP_API_ATTR_WARP_SIZE, hipDeviceAttributeWarpSize);
 SAME(HIP_API_STREAM_NON_BLOCKING, hipStreamNonBlocking);
+SAME(HIP_API_EVENT_DISABLE_TIMING, hipEventDisableTiming);
 
 _Static_assert(sizeof(hip_deviceptr) == sizeof(hipDeviceptr_t), "hipDeviceptr_t size");
 _Static_assert(sizeof(hip_error) == sizeof(hipError_t), "hipError_t size");

@@ -18,6 +18,7 @@ typedef void *hip_deviceptr;            /* hipDeviceptr_t */
 typedef struct ihipModule_t *hip_module; /* the same opaque tags as the HIP headers */
 typedef struct ihipModuleSymbol_t *hip_function;
 typedef struct ihipStream_t *hip_stream;
+typedef struct ihipEvent_t *hip_event;
 
 enum {
   HIP_API_SUCCESS = 0,
@@ -47,6 +48,7 @@ enum { /* hipDeviceAttribute_t */
 };
 
 enum { HIP_API_STREAM_NON_BLOCKING = 1 }; /* hipStreamNonBlocking */
+enum { HIP_API_EVENT_DISABLE_TIMING = 2 }; /* hipEventDisableTiming */
 
 /* hipGetDeviceProperties writes a struct whose layout changed in ROCm 6.  Only
  * gcnArchName is read, at its offset in the layout of the entry point that was found:
@@ -90,7 +92,13 @@ enum { HIP_API_STREAM_NON_BLOCKING = 1 }; /* hipStreamNonBlocking */
   X(StreamCreateWithFlags, "hipStreamCreateWithFlags", hip_error,                           \
     (hip_stream * stream, unsigned flags))                                                  \
   X(StreamSynchronize, "hipStreamSynchronize", hip_error, (hip_stream stream))              \
-  X(StreamDestroy, "hipStreamDestroy", hip_error, (hip_stream stream))
+  X(StreamDestroy, "hipStreamDestroy", hip_error, (hip_stream stream))                    \
+  X(StreamWaitEvent, "hipStreamWaitEvent", hip_error,                                       \
+    (hip_stream stream, hip_event event, unsigned flags))                                   \
+  X(EventCreateWithFlags, "hipEventCreateWithFlags", hip_error,                             \
+    (hip_event * event, unsigned flags))                                                    \
+  X(EventRecord, "hipEventRecord", hip_error, (hip_event event, hip_stream stream))         \
+  X(EventDestroy, "hipEventDestroy", hip_error, (hip_event event))
 
 typedef struct hip_api {
 #define HIP_API_FIELD(field, symbol, ret, params) ret(*field) params;

@@ -44,6 +44,28 @@ static metrale_status hip_stream_sync(gpu_backend *base, gpu_stream stream) {
   return METRALE_OK;
 }
 
+/* An event recorded on the signaler and waited for by the waiter, then released: the
+ * runtime keeps it alive until the wait no longer needs it (as CUDA's cuda_stream_wait
+ * does).  One event a call, so calls from several threads share nothing.  Never run on an
+ * AMD GPU (docs/conformance/hip.md). */
+static metrale_status hip_stream_wait(gpu_backend *base, gpu_stream waiter, gpu_stream signaler) {
+  hip_backend *be = hip_of(base);
+  METRALE_RETURN_IF_ERROR(hip_bind(be));
+  hip_event ev = NULL;
+  HIP_CHECK(be->api, be->api->EventCreateWithFlags(&ev, HIP_API_EVENT_DISABLE_TIMING),
+            "hipEventCreateWithFlags");
+  hip_error e = be->api->EventRecord(ev, hip_stream_of(be, signaler));
+  const char *what = "hipEventRecord";
+  if (e == HIP_API_SUCCESS) {
+    e = be->api->StreamWaitEvent(hip_stream_of(be, waiter), ev, 0);
+    what = "hipStreamWaitEvent";
+  }
+  hip_error d = be->api->EventDestroy(ev);
+  if (e != HIP_API_SUCCESS) return hip_error_status(be->api, e, __FILE__, __LINE__, "%s", what);
+  if (d != HIP_API_SUCCESS) return hip_error_status(be->api, d, __FILE__, __LINE__, "hipEventDestroy");
+  return METRALE_OK;
+}
+
 static void hip_stream_destroy(gpu_backend *base, gpu_stream stream) {
   hip_backend *be = hip_of(base);
   if (!stream) return; /* the backend's own stream lives until destroy */
@@ -108,6 +130,7 @@ static const gpu_backend_vtable hip_vtable = {
     .stream_sync = hip_stream_sync,
     .stream_destroy = hip_stream_destroy,
     .sync = hip_sync,
+    .stream_wait = hip_stream_wait,
 };
 
 static metrale_status attribute(const hip_api *api, int dev, int attr, const char *what, int *out) {
