@@ -127,7 +127,8 @@ typedef struct vk_backend {
   /* Loop iterations a shader invocation may run in all before the driver ends its loops
    * (llvmpipe: 65535, shared by every loop; we budget VK_LLVMPIPE_LOOP_BUDGET of them); 0:
    * no such cap.  Where set, delta_rule_prefill and conv1d_prefill run long sequences in
-   * windows of tokens, one dispatch each (vk_pipeline.c). */
+   * windows of tokens, and delta_rule_prefill_chunked's phase 1 in windows of chunks, one
+   * dispatch each (vk_pipeline.c). */
   uint32_t loop_cap;
   pthread_mutex_t lock; /* guards everything below and the queue */
   vk_memory mem;
@@ -157,6 +158,18 @@ static inline uint32_t vk_delta_window(uint32_t cap, uint32_t dk, uint32_t dv, u
  * same. */
 static inline uint32_t vk_conv_window(uint32_t cap, uint32_t kw) {
   return cap > 2u * kw + 2u ? (cap - kw) / (kw + 2u) : 1u;
+}
+
+/* Chunks of 64 tokens one delta_rule_prefill_chunked phase-1 dispatch runs under a loop cap,
+ * for s sequences and V value columns a block: the shader loops about s + 2 dk V / block + 8
+ * times around a window and (V/16) (dk + 64) + ceil(dk / (8 block/V)) 64 + 8 times a chunk.
+ * delta_rule_prefill_chunked.comp computes the same; 0 where not even two chunks fit (a
+ * window hands its state on through its last two records, so it needs two). */
+static inline uint32_t vk_chunk_window(uint32_t cap, uint32_t s, uint32_t dk, uint32_t v, uint32_t block) {
+  const uint32_t groups = block / v, fixed = s + 2u * ((dk * v + block - 1) / block) + 8u;
+  const uint32_t per_chunk = (v / 16u) * (dk + 64u) + ((dk + 8u * groups - 1) / (8u * groups)) * 64u + 8u;
+  if (cap <= fixed || (cap - fixed) / per_chunk < 2u) return 0;
+  return (cap - fixed) / per_chunk;
 }
 
 static inline vk_backend *vk_cast(gpu_backend *be) { return (vk_backend *)be; }

@@ -25,11 +25,13 @@ static const struct vk_limit {
     {METRALE_K_delta_rule_prefill, "dk", VK_DELTA_DK_MAX},
 };
 
-/* The kernels that run long sequences in windows of tokens under a loop cap, one dispatch a
- * window: delta_rule_prefill (window = workgroup row y, grid.y is 1) and conv1d_prefill
- * (window = workgroup layer z, grid.z is 1). */
+/* The kernels that run long sequences in windows under a loop cap, one dispatch a window:
+ * delta_rule_prefill (windows of tokens, window = workgroup row y, grid.y is 1),
+ * conv1d_prefill (windows of tokens, workgroup layer z, grid.z is 1) and
+ * delta_rule_prefill_chunked's phase 1 (windows of chunks, workgroup row y). */
 static int windowed(metrale_kernel_id id) {
-  return id == METRALE_K_delta_rule_prefill || id == METRALE_K_conv1d_prefill;
+  return id == METRALE_K_delta_rule_prefill || id == METRALE_K_conv1d_prefill ||
+         id == METRALE_K_delta_rule_prefill_chunked;
 }
 
 static const vk_shader_blob *find_blob(const char *name) {
@@ -133,14 +135,21 @@ static const gpu_arg *arg_named(const metrale_kernel_info *info, const gpu_arg *
  * read from its cu_seqlens.  Reading it waits for the stream; only drivers with the cap pay
  * that. */
 static metrale_status count_windows(vk_backend *be, const metrale_kernel_info *info, gpu_stream stream,
-                                    const gpu_arg *args, uint32_t *out) {
-  const int delta = info->id == METRALE_K_delta_rule_prefill;
+                                    const gpu_arg *args, uint32_t chunk_cols, uint32_t *out) {
+  const int delta = info->id == METRALE_K_delta_rule_prefill || chunk_cols;
   const gpu_arg *a_s = arg_named(info, args, "s"), *a_cu = arg_named(info, args, "cu_seqlens");
   const gpu_arg *a_dk = arg_named(info, args, "dk"), *a_dv = arg_named(info, args, "dv");
   const gpu_arg *a_kw = arg_named(info, args, "kw");
   if (!a_s || !a_cu || (delta ? !a_dk || !a_dv : !a_kw))
     return METRALE_ERROR(INTERNAL, "%s.%s: the windowed launch lacks its sequence arguments", info->module,
                          info->name);
+  const uint32_t block = vk_push_layouts[info->id].block;
+  const uint32_t chunk_win =
+      chunk_cols ? vk_chunk_window(be->loop_cap, a_s->v.u32, a_dk->v.u32, chunk_cols, block) : 0;
+  if (chunk_cols && !chunk_win)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: %u sequences at dk %u do not fit this driver's loop cap "
+                         "(%u iterations a shader invocation)", info->module, info->name, a_s->v.u32,
+                         a_dk->v.u32, be->loop_cap);
   const uint32_t nseq = a_s->v.u32;
   const gpu_ptr cu_ptr = a_cu->v.ptr;
   *out = 1;
@@ -150,12 +159,13 @@ static metrale_status count_windows(vk_backend *be, const metrale_kernel_info *i
   if (!cu) return METRALE_ERROR(OUT_OF_MEMORY, "prefill windows: %u sequence bounds", nseq + 1);
   metrale_status s = vk_copy_d2h(&be->base, cu, cu_ptr, ((size_t)nseq + 1) * sizeof *cu, stream);
   if (!s) {
-    const uint32_t win = delta ? vk_delta_window(be->loop_cap, a_dk->v.u32, a_dv->v.u32,
-                                                 vk_push_layouts[METRALE_K_delta_rule_prefill].block)
-                               : vk_conv_window(be->loop_cap, a_kw->v.u32);
-    uint32_t longest = 0;
+    const uint32_t win = chunk_cols ? chunk_win
+                         : delta    ? vk_delta_window(be->loop_cap, a_dk->v.u32, a_dv->v.u32, block)
+                                    : vk_conv_window(be->loop_cap, a_kw->v.u32);
+    uint32_t longest = 0; /* tokens, or chunks of 64 tokens */
     for (uint32_t i = 0; i < nseq; i++)
       if (cu[i + 1] > cu[i] && (uint32_t)(cu[i + 1] - cu[i]) > longest) longest = (uint32_t)(cu[i + 1] - cu[i]);
+    if (chunk_cols) longest = (longest + 63) / 64;
     *out = longest ? (longest + win - 1) / win : 1;
   }
   free(cu);
@@ -202,9 +212,35 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
     }
   }
 
+  /* delta_rule_prefill_chunked's phase 1 takes 16 or 32 value columns a block, told apart by
+   * grid.x (kernels.def).  A grid split over several dispatches (below) has no whole grid.x
+   * to read in the shader, so it is told here: phase 2 in the push constants for 32. */
+  uint32_t chunk_cols = 0;
+  if (info->id == METRALE_K_delta_rule_prefill_chunked) {
+    const int ip = metrale_kernel_arg_index(info, "phase");
+    const uint32_t phase = args[ip].v.u32;
+    if (phase > 1)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: phase %u (0 or 1)", info->module, info->name, phase);
+    /* phase 0 loops over the sequences to find its chunk, then ~4000 times (unwindowed) */
+    if (phase == 0 && be->loop_cap && arg_named(info, args, "s")->v.u32 > be->loop_cap - 8192u)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: %u sequences do not fit this driver's loop cap (%u "
+                           "iterations a shader invocation)", info->module, info->name,
+                           arg_named(info, args, "s")->v.u32, be->loop_cap);
+    if (phase == 1) {
+      const uint64_t heads = (uint64_t)arg_named(info, args, "s")->v.u32 * arg_named(info, args, "nv")->v.u32;
+      const uint32_t dv = arg_named(info, args, "dv")->v.u32;
+      chunk_cols = grid.x == heads * ((dv + 15) / 16) ? 16 : grid.x == heads * ((dv + 31) / 32) ? 32 : 0;
+      if (!chunk_cols)
+        return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: phase 1 on a grid of %u blocks, which is neither 16 "
+                             "nor 32 value columns a block", info->module, info->name, grid.x);
+      const uint32_t pushed = chunk_cols == 32 ? 2u : 1u;
+      memcpy(push + pl->offsets[ip], &pushed, 4);
+    }
+  }
+
   uint32_t windows = 1;
-  if (be->loop_cap && windowed(info->id))
-    METRALE_RETURN_IF_ERROR(count_windows(be, info, stream, args, &windows));
+  if (be->loop_cap && windowed(info->id) && (info->id != METRALE_K_delta_rule_prefill_chunked || chunk_cols))
+    METRALE_RETURN_IF_ERROR(count_windows(be, info, stream, args, chunk_cols, &windows));
   const int window_on_z = info->id == METRALE_K_conv1d_prefill;
 
   pthread_mutex_lock(&be->lock);

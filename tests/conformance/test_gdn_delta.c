@@ -298,6 +298,25 @@ Test(gdn, delta_rule_prefill_chunked) {
   chunked_cases(METRALE_K_delta_rule_prefill_chunked, METRALE_K_delta_rule_prefill_chunked);
 }
 
+/* Sequences of thousands of tokens (up to 188 chunks) at dk 128, at 16 and 32 value columns a
+ * block, one of them at least a padding sequence.  On a driver that caps a shader
+ * invocation's loops (llvmpipe) the Vulkan kernel runs phase 1 in windows of chunks, each
+ * handing its state to the next through the workspace (backends/vulkan/README.md): here two
+ * or three windows at either width. */
+Test(gdn, delta_rule_prefill_chunked_long) {
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked);
+  static const heads h = {1, 1, 128, 32};
+  static const int32_t lens[] = {12000, 100, 7000};
+  int32_t cu[4] = {0};
+  for (uint32_t s = 0; s < 3; s++) cu[s + 1] = cu[s] + lens[s];
+  for (uint32_t cols = 16; cols <= 32; cols += 16) {
+    snprintf(ctx.shape, sizeof ctx.shape, "chunked/%u S=3 T=%d nk=1 nv=1 dk=128 dv=32", cols, cu[3]);
+    run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked, METRALE_K_delta_rule_prefill_chunked, kern, &h, 3,
+                cu, 5, cols);
+  }
+  cf_close(&ctx);
+}
+
 /* both phases by the _prep build, and its phase 0 before delta_rule_prefill_chunked's
  * phase 1 (the pair the ops launch) */
 Test(gdn, delta_rule_prefill_chunked_prep) {
