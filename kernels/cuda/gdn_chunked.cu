@@ -41,8 +41,10 @@
  * recurrent states ~4e-4 relative from transformers' (docs/numerics.md; U's split products
  * bought 10-20 % of that error).
  *
- * CUDA only (inline PTX): for HIP this file compiles to nothing, the kernel is absent
- * and the layer takes gdn.delta_rule_prefill. */
+ * The mma.sync kernels are CUDA only (inline PTX).  The HIP build (AMD GPUs) gets
+ * delta_rule_prefill_chunked alone, from gdn_chunked_fma.cuh: the same op, chunks and
+ * workspace size on plain f32 FMAs, as the Vulkan shader computes it (tests/unit/
+ * test_chunked_fma.c runs that source on the host; no AMD GPU has run it). */
 #include "common.cuh"
 
 #if !defined(__HIP_PLATFORM_AMD__)
@@ -1293,5 +1295,31 @@ delta_rule_prefill_chunked_f16_prep_vh(bf16 *o, const float *qkv, const float *g
 }
 MK_CHECK(delta_rule_prefill_chunked_f16_prep_vh, gdn_chunked);
 #endif
+
+#else /* AMD (the HIP build): the portable form */
+
+#define CFMA_FN __device__ __forceinline__
+#define CFMA_SYNC() __syncthreads()
+#define CFMA_TID threadIdx.x
+#define CFMA_BID blockIdx.x
+#define CFMA_NBLOCKS gridDim.x
+#define CFMA_UNROLL _Pragma("unroll")
+#define CFMA_BF16(f) f32_to_bf16(f)
+#include "gdn_chunked_fma.cuh"
+
+static_assert(mk_block("delta_rule_prefill_chunked") == CFMA_BLOCK, "kernels.def: the block size");
+static_assert(CFMA_REC_FLOATS * 4 == 147584 && CFMA_REC_G + CFMA_CH <= CFMA_REC_FLOATS,
+              "kernels.def states the record size; W, U, M and G fit in it");
+/* Its shared memory is the static pool below (25 KB): the HIP backend launches it without
+ * the manifest's dynamic amount, which is the mma.sync kernels' (backends/hip/hip_kernels.c). */
+extern "C" __global__ void __launch_bounds__(CFMA_BLOCK)
+delta_rule_prefill_chunked(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
+                           const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
+                           unsigned nv, unsigned dk, unsigned dv, unsigned phase) {
+  __shared__ float pool[CFMA_POOL_FLOATS];
+  const cfma_args a = {o, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv};
+  cfma_run(pool, &a, phase);
+}
+MK_CHECK(delta_rule_prefill_chunked, gdn_chunked);
 
 #endif
