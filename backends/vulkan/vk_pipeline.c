@@ -23,6 +23,8 @@ static const struct vk_limit {
 } limits[] = {
     {METRALE_K_delta_rule_decode, "dk", VK_DELTA_DK_MAX},
     {METRALE_K_delta_rule_prefill, "dk", VK_DELTA_DK_MAX},
+    {METRALE_K_gdn_decode_fused35, "dk", VK_DELTA_DK_MAX},
+    {METRALE_K_gdn_decode_fused35, "dv", VK_DELTA_DK_MAX}, /* its q, k and v rows in shared memory */
 };
 
 /* The kernels that run long sequences in windows under a loop cap, one dispatch a window:
