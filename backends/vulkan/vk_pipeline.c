@@ -220,16 +220,15 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
   uint32_t chunk_cols = 0;
   if (info->id == METRALE_K_delta_rule_prefill_chunked) {
     const int ip = metrale_kernel_arg_index(info, "phase");
-    const uint32_t phase = args[ip].v.u32;
+    const uint32_t phase = args[ip].v.u32, nseq = arg_named(info, args, "s")->v.u32;
     if (phase > 1)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: phase %u (0 or 1)", info->module, info->name, phase);
     /* phase 0 loops over the sequences to find its chunk, then ~4000 times (unwindowed) */
-    if (phase == 0 && be->loop_cap && arg_named(info, args, "s")->v.u32 > be->loop_cap - 8192u)
+    if (phase == 0 && be->loop_cap && nseq > be->loop_cap - 8192u)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s.%s: %u sequences do not fit this driver's loop cap (%u "
-                           "iterations a shader invocation)", info->module, info->name,
-                           arg_named(info, args, "s")->v.u32, be->loop_cap);
+                           "iterations a shader invocation)", info->module, info->name, nseq, be->loop_cap);
     if (phase == 1) {
-      const uint64_t heads = (uint64_t)arg_named(info, args, "s")->v.u32 * arg_named(info, args, "nv")->v.u32;
+      const uint64_t heads = (uint64_t)nseq * arg_named(info, args, "nv")->v.u32;
       const uint32_t dv = arg_named(info, args, "dv")->v.u32;
       chunk_cols = grid.x == heads * ((dv + 15) / 16) ? 16 : grid.x == heads * ((dv + 31) / 32) ? 32 : 0;
       if (!chunk_cols)

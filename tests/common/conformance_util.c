@@ -120,6 +120,25 @@ double mt_nmse_f32_scaled(const float *a, const double *b, const double *scale, 
   return r;
 }
 
+/* ---- the gated delta rule ------------------------------------------------------------- */
+
+void mt_delta_step(double *S, double *o, const float *q, const float *k, const float *v, double g,
+                   double beta, uint32_t dk, uint32_t dv) {
+  const double decay = exp(g);
+  for (size_t i = 0; i < (size_t)dk * dv; i++) S[i] *= decay;
+  for (uint32_t j = 0; j < dv; j++) {
+    double kv = 0.0;
+    for (uint32_t i = 0; i < dk; i++) kv += (double)k[i] * S[(size_t)i * dv + j];
+    const double d = beta * ((double)v[j] - kv);
+    for (uint32_t i = 0; i < dk; i++) S[(size_t)i * dv + j] += (double)k[i] * d;
+  }
+  for (uint32_t j = 0; j < dv; j++) {
+    double acc = 0.0;
+    for (uint32_t i = 0; i < dk; i++) acc += (double)q[i] * S[(size_t)i * dv + j];
+    o[j] = acc;
+  }
+}
+
 /* ---- guarded device buffers --------------------------------------------------------- */
 
 static uint8_t guard_byte(uint64_t i) { return (uint8_t)(0xa5u ^ (i * 131u)); }

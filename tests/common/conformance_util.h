@@ -47,6 +47,13 @@ double mt_nmse_f16(const uint16_t *a, const double *b, size_t n, size_t *out_non
 double mt_nmse_f32(const float *a, const double *b, size_t n, size_t *out_nonfinite);
 double mt_nmse_f32_scaled(const float *a, const double *b, const double *scale, size_t n, size_t *out_nonfinite);
 
+/* ---- the gated delta rule ------------------------------------------------------------- */
+
+/* One token of one value head on S [dk, dv] in double, the recurrence every delta-rule kernel
+ * computes: S *= e^g; d = beta (v - k^T S); S += k d^T; o = q^T S (o [dv]). */
+void mt_delta_step(double *S, double *o, const float *q, const float *k, const float *v, double g,
+                   double beta, uint32_t dk, uint32_t dv);
+
 /* Widens storage to doubles (for comparing two backends' results). */
 void mt_bf16_to_double(double *out, const metrale_bf16 *x, size_t n);
 void mt_f16_to_double(double *out, const uint16_t *x, size_t n);

@@ -52,19 +52,7 @@ static void ref_step(double *S, double *o, const float *row, double g, double be
   const float *q = row + (size_t)kh * h->dk;
   const float *k = row + (size_t)h->nk * h->dk + (size_t)kh * h->dk;
   const float *v = row + 2 * (size_t)h->nk * h->dk + (size_t)vh * h->dv;
-  double decay = exp(g);
-  for (size_t i = 0; i < (size_t)h->dk * h->dv; i++) S[i] *= decay;
-  for (uint32_t j = 0; j < h->dv; j++) {
-    double kv = 0.0;
-    for (uint32_t i = 0; i < h->dk; i++) kv += (double)k[i] * S[(size_t)i * h->dv + j];
-    double d = beta * ((double)v[j] - kv);
-    for (uint32_t i = 0; i < h->dk; i++) S[(size_t)i * h->dv + j] += (double)k[i] * d;
-  }
-  for (uint32_t j = 0; j < h->dv; j++) {
-    double acc = 0.0;
-    for (uint32_t i = 0; i < h->dk; i++) acc += (double)q[i] * S[(size_t)i * h->dv + j];
-    o[j] = acc;
-  }
+  mt_delta_step(S, o, q, k, v, g, beta, h->dk, h->dv);
 }
 
 /* Runs a sequence of tokens [t0, t1) for every value head from state slot (or zeros
