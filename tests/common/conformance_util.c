@@ -143,9 +143,11 @@ void mt_delta_step(double *S, double *o, const float *q, const float *k, const f
 
 static uint8_t guard_byte(uint64_t i) { return (uint8_t)(0xa5u ^ (i * 131u)); }
 
-metrale_status mt_buffer_alloc(gpu_backend *be, uint64_t bytes, uint64_t guard, mt_buffer *out) {
+metrale_status mt_buffer_alloc(gpu_backend *be, uint64_t bytes, uint64_t guard, uint32_t misalign,
+                               mt_buffer *out) {
   if (guard == 0) guard = MT_GUARD_BYTES;
-  guard = (guard + 255u) & ~(uint64_t)255u;
+  if (misalign >= 256u) return METRALE_ERROR(INVALID_ARGUMENT, "misalign %u (< 256)", misalign);
+  guard = ((guard + 255u) & ~(uint64_t)255u) + misalign;
   gpu_ptr base = 0;
   METRALE_RETURN_IF_ERROR(be->vt->alloc(be, bytes + 2 * guard, &base));
   uint8_t *pattern = malloc(guard);

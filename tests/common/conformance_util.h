@@ -70,8 +70,11 @@ typedef struct mt_buffer {
   uint64_t bytes, guard;
 } mt_buffer;
 
-/* guard 0 means MT_GUARD_BYTES; it is rounded up to a multiple of 256. */
-metrale_status mt_buffer_alloc(gpu_backend *be, uint64_t bytes, uint64_t guard, mt_buffer *out);
+/* guard 0 means MT_GUARD_BYTES; it is rounded up to a multiple of 256, and misalign (< 256)
+ * added to it: ptr then lies misalign bytes past a 256-byte boundary (for kernels with a
+ * path for aligned pointers and one for the rest). */
+metrale_status mt_buffer_alloc(gpu_backend *be, uint64_t bytes, uint64_t guard, uint32_t misalign,
+                               mt_buffer *out);
 void mt_buffer_free(gpu_backend *be, mt_buffer *buf);
 /* Returns 1 when both guards still hold the pattern; otherwise 0 and, in where (may be
  * NULL), "before +OFFSET" / "after +OFFSET" of the first changed byte. */

@@ -131,7 +131,7 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
     cf_buf *b = &l->buf[i];
     size_t bytes = b->count * type_size(b->type);
     results[i] = cf_alloc(bytes ? bytes : 1, 1);
-    CF_CHECK_STATUS(ctx, mt_buffer_alloc(be, bytes, b->guard, &bufs[i]), label);
+    CF_CHECK_STATUS(ctx, mt_buffer_alloc(be, bytes, b->guard, b->misalign, &bufs[i]), label);
     if (b->dir == CF_OUT || b->dir == CF_SCRATCH) {
       memset(results[i], 0xff, bytes); /* NaN in bf16/f16/f32, -1 in i32: unwritten shows */
       CF_CHECK_STATUS(ctx, mt_upload(be, &bufs[i], results[i]), label);

@@ -42,6 +42,7 @@ typedef struct cf_buf {
   const void *init;  /* IN/INOUT: initial contents; OUT buffers start as all 0xff bytes */
   void *result;      /* after cf_run: contents after the launch (owned by the launch) */
   uint64_t guard;    /* guard band bytes, 0 = MT_GUARD_BYTES */
+  uint32_t misalign; /* the buffer starts this many bytes (< 256) past a 256-byte boundary */
   double oracle_tol; /* NMSE tolerance against the oracle; 0 = bit-exact */
   const double *scale; /* f32 only, optional [count]: each value's scale, for the oracle's NMSE
                           as in cf_check_f32_scaled */
