@@ -24,6 +24,10 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32 { float 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer I32 { int v[]; };
 // f32 moved as raw bits, where a contract promises exact copies (NaN payloads included)
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32 { uint v[]; };
+// One 16-byte load or store (8 bf16 or 4 f32) at an address the caller has checked is
+// 16-byte aligned.
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer U32x4 { uvec4 v; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer F32x4 { vec4 v; };
 
 // Views starting `elems` elements after `base`; offsets are 64-bit so that expert
 // tensors beyond 4 GiB index correctly.
@@ -35,6 +39,9 @@ U32 u32_at(uint64_t base, uint64_t elems) { return U32(base + elems * 4ul); }
 // 16-bit storage allows 16-bit values only in memory and in conversions, hence macros
 // at the loads and stores and 32-bit arithmetic everywhere else.
 #define bf16_to_f32(h) uintBitsToFloat(uint(h) << 16)
+// the two bf16 of a 32-bit word (little-endian: element 2c in the low half, 2c + 1 high)
+#define bf16_lo(u) uintBitsToFloat((u) << 16)
+#define bf16_hi(u) uintBitsToFloat((u) & 0xffff0000u)
 #define f32_to_bf16(f) uint16_t(bf16_bits(f))
 
 uint bf16_bits(float f) {

@@ -1,7 +1,8 @@
 /* Shapes that reach branches of the Vulkan shaders the shared conformance shapes do
  * not: delta rule with dv > 128 (several column groups per workgroup) and dk at the
  * VK_DELTA_DK_MAX limit, top-k over more experts than invocations (strided scans, ties
- * across invocations), the three gemv kernels over more rows than one 8-row pass.  Each launch runs
+ * across invocations), the three gemv kernels over more rows than one 8-row pass, the gemv
+ * kernels and the 128x128 GEMM tiles on buffers not 16-byte aligned.  Each launch runs
  * through the conformance harness: guard bands, inputs left intact, and a comparison
  * with the cpu backend (METRALE_TEST_BACKEND=vulkan is set by the build). */
 #include <stdlib.h>
@@ -122,45 +123,56 @@ static double *ref_gemv(const metrale_bf16 *x, const float *xf, const metrale_bf
   return y;
 }
 
-/* out_f32: y f32 (gemv_bf16_f32, gemv_f32in), else bf16 (gemv_bf16).  in_f32: x f32
- * (gemv_f32in), filled with values bf16 cannot hold: the f32 tolerance then also catches
- * a shader that rounds x (NMSE ~1e-6). */
+/* One y = x . w^T launch on `grid`, checked against the double reference.  out_f32: y f32,
+ * else bf16.  in_f32: x f32, filled with values bf16 cannot hold: the f32 tolerance then also
+ * catches a shader that rounds x (NMSE ~1e-6).  misalign: x and w start that many bytes past a
+ * 16-byte boundary (y by one element). */
+static void gemm_case(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, uint32_t m, uint32_t n,
+                      uint32_t k, int out_f32, int in_f32, gpu_dim3 grid, uint32_t misalign) {
+  snprintf(ctx->shape, sizeof ctx->shape, "M=%u N=%u K=%u misalign=%u", m, n, k, misalign);
+  metrale_bf16 *x = cf_alloc((size_t)m * k, 2), *w = cf_alloc((size_t)n * k, 2);
+  float *xf = in_f32 ? cf_alloc((size_t)m * k, 4) : NULL;
+  if (in_f32)
+    mt_fill_f32(&ctx->rng, xf, (size_t)m * k, -1, 1);
+  else
+    mt_fill_bf16(&ctx->rng, x, (size_t)m * k, -1, 1);
+  mt_fill_bf16(&ctx->rng, w, (size_t)n * k, -1, 1);
+  double *ref = ref_gemv(x, xf, w, m, n, k);
+  double tol = out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
+  cf_launch l;
+  cf_launch_init(&l, id, grid);
+  int by = cf_buf_add(&l, "y", out_f32 ? CF_F32 : CF_BF16, CF_OUT, (size_t)m * n, NULL, tol);
+  int bx = in_f32 ? cf_buf_add(&l, "x", CF_F32, CF_IN, (size_t)m * k, xf, 0)
+                  : cf_buf_add(&l, "x", CF_BF16, CF_IN, (size_t)m * k, x, 0);
+  int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)n * k, w, 0);
+  l.buf[bx].misalign = l.buf[bw].misalign = misalign;
+  l.buf[by].misalign = misalign ? (out_f32 ? 4u : 2u) : 0u;
+  cf_arg_buf(&l, by);
+  cf_arg_buf(&l, bx);
+  cf_arg_buf(&l, bw);
+  cf_arg_u32(&l, m);
+  cf_arg_u32(&l, n);
+  cf_arg_u32(&l, k);
+  if (cf_run(ctx, &l, kern)) {
+    if (out_f32)
+      cf_check_f32(ctx, "y", cf_f32(&l, by), ref, (size_t)m * n, tol);
+    else
+      cf_check_bf16(ctx, "y", cf_bf16(&l, by), ref, (size_t)m * n, tol);
+  }
+  cf_launch_free(&l);
+  free(x), free(xf), free(w), free(ref);
+}
+
+/* the gemv kernels (gemv_bf16: y bf16; gemv_bf16_f32: y f32; gemv_f32in: x and y f32) over
+ * more rows than one pass of 8, by elements (K % 8 != 0) and by 16-byte loads (K = 2048),
+ * then on buffers 8 bytes past a 16-byte boundary (by elements again) */
 static void gemv_many_rows(metrale_kernel_id id, int out_f32, int in_f32) {
   CF_BEGIN(ctx, kern, id);
-  static const uint32_t mnk[][3] = {{20, 13, 77}, {9, 8, 300}, {33, 1, 5}};
-  for (size_t si = 0; si < sizeof mnk / sizeof mnk[0]; si++) {
-    uint32_t m = mnk[si][0], n = mnk[si][1], k = mnk[si][2];
-    snprintf(ctx.shape, sizeof ctx.shape, "M=%u N=%u K=%u", m, n, k);
-    metrale_bf16 *x = cf_alloc((size_t)m * k, 2), *w = cf_alloc((size_t)n * k, 2);
-    float *xf = in_f32 ? cf_alloc((size_t)m * k, 4) : NULL;
-    if (in_f32)
-      mt_fill_f32(&ctx.rng, xf, (size_t)m * k, -1, 1);
-    else
-      mt_fill_bf16(&ctx.rng, x, (size_t)m * k, -1, 1);
-    mt_fill_bf16(&ctx.rng, w, (size_t)n * k, -1, 1);
-    double *ref = ref_gemv(x, xf, w, m, n, k);
-    double tol = out_f32 ? CF_TOL_F32 : CF_TOL_BF16;
-    cf_launch l;
-    cf_launch_init(&l, id, (gpu_dim3){(n + 7) / 8, 1, 1});
-    int by = cf_buf_add(&l, "y", out_f32 ? CF_F32 : CF_BF16, CF_OUT, (size_t)m * n, NULL, tol);
-    int bx = in_f32 ? cf_buf_add(&l, "x", CF_F32, CF_IN, (size_t)m * k, xf, 0)
-                    : cf_buf_add(&l, "x", CF_BF16, CF_IN, (size_t)m * k, x, 0);
-    int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)n * k, w, 0);
-    cf_arg_buf(&l, by);
-    cf_arg_buf(&l, bx);
-    cf_arg_buf(&l, bw);
-    cf_arg_u32(&l, m);
-    cf_arg_u32(&l, n);
-    cf_arg_u32(&l, k);
-    if (cf_run(&ctx, &l, kern)) {
-      if (out_f32)
-        cf_check_f32(&ctx, "y", cf_f32(&l, by), ref, (size_t)m * n, tol);
-      else
-        cf_check_bf16(&ctx, "y", cf_bf16(&l, by), ref, (size_t)m * n, tol);
-    }
-    cf_launch_free(&l);
-    free(x), free(xf), free(w), free(ref);
-  }
+  static const uint32_t mnk[][4] = {{20, 13, 77, 0}, {9, 8, 300, 0}, {33, 1, 5, 0}, {17, 9, 2048, 0},
+                                    {3, 17, 2048, 8}, {9, 5, 64, 8}};
+  for (size_t si = 0; si < sizeof mnk / sizeof mnk[0]; si++)
+    gemm_case(&ctx, kern, id, mnk[si][0], mnk[si][1], mnk[si][2], out_f32, in_f32,
+              (gpu_dim3){(mnk[si][1] + 7) / 8, 1, 1}, mnk[si][3]);
   cf_close(&ctx);
 }
 
@@ -169,3 +181,20 @@ Test(vulkan_shapes, gemv_many_rows) { gemv_many_rows(METRALE_K_gemv_bf16, 0, 0);
 Test(vulkan_shapes, gemv_f32_many_rows) { gemv_many_rows(METRALE_K_gemv_bf16_f32, 1, 0); }
 
 Test(vulkan_shapes, gemv_f32in_many_rows) { gemv_many_rows(METRALE_K_gemv_f32in, 1, 1); }
+
+/* The 128x128 tiles load 16 bytes at a time only where K % 8 == 0 and x and w start
+ * 16-byte aligned (gemm_tile128.glsl); the shared suite's buffers always do.  Here they
+ * start 8 bytes past, with K a multiple of 8 (one tile and partial ones, a K tail). */
+static void gemm_t128_misaligned(metrale_kernel_id id, int in_f32) {
+  CF_BEGIN(ctx, kern, id);
+  static const uint32_t mnk[][3] = {{130, 200, 64}, {129, 257, 1000}};
+  for (size_t si = 0; si < sizeof mnk / sizeof mnk[0]; si++) {
+    const uint32_t m = mnk[si][0], n = mnk[si][1], k = mnk[si][2];
+    gemm_case(&ctx, kern, id, m, n, k, in_f32, in_f32, (gpu_dim3){(n + 127) / 128, (m + 127) / 128, 1}, 8);
+  }
+  cf_close(&ctx);
+}
+
+Test(vulkan_shapes, gemm_bf16_t128_misaligned) { gemm_t128_misaligned(METRALE_K_gemm_bf16_t128, 0); }
+
+Test(vulkan_shapes, gemm_f32in_t128_misaligned) { gemm_t128_misaligned(METRALE_K_gemm_f32in_t128, 1); }
