@@ -8,6 +8,7 @@
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
 
 // push constants + LOCAL_SIZE for METRALE_KERNEL_<name> (tools/gen/vk_push_constants.c)
 #include "metrale_vk_args.glsl"

@@ -4,4 +4,5 @@
 // 128x128 output tiles; grid (ceil(N/128), ceil(M/128)).
 #include "common.glsl"
 #define GEMM_OUT_F32 0
-#include "gemm_tile128.glsl"
+#define TILE 128
+#include "gemm_tile.glsl"

@@ -5,4 +5,5 @@
 #include "common.glsl"
 #define GEMM_IN_F32 1
 #define GEMM_OUT_F32 1
+#define TILE 64
 #include "gemm_tile.glsl"

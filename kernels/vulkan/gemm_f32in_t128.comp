@@ -5,4 +5,5 @@
 #include "common.glsl"
 #define GEMM_IN_F32 1
 #define GEMM_OUT_F32 1
-#include "gemm_tile128.glsl"
+#define TILE 128
+#include "gemm_tile.glsl"

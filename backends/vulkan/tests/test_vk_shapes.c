@@ -183,7 +183,7 @@ Test(vulkan_shapes, gemv_f32_many_rows) { gemv_many_rows(METRALE_K_gemv_bf16_f32
 Test(vulkan_shapes, gemv_f32in_many_rows) { gemv_many_rows(METRALE_K_gemv_f32in, 1, 1); }
 
 /* The 128x128 tiles load 16 bytes at a time only where K % 8 == 0 and x and w start
- * 16-byte aligned (gemm_tile128.glsl); the shared suite's buffers always do.  Here they
+ * 16-byte aligned (gemm_tile.glsl); the shared suite's buffers always do.  Here they
  * start 8 bytes past, with K a multiple of 8 (one tile and partial ones, a K tail). */
 static void gemm_t128_misaligned(metrale_kernel_id id, int in_f32) {
   CF_BEGIN(ctx, kern, id);
