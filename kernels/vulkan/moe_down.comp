@@ -11,14 +11,14 @@ void main() {
   if (j >= args.r || ob >= H) return;
   int e = I32(args.idx).v[j];
   uint t = gl_LocalInvocationID.x, group = t / 32u, lane = t % 32u;
-  BF16 act = bf16_at(args.act, uint64_t(j) * N);
+  uint64_t act = args.act + uint64_t(j) * N * 2ul;
+  bool vec = N % 8u == 0u && args.act % 16ul == 0ul && args.w % 16ul == 0ul;
   float part[8];
   for (uint i = 0; i < 8; i++) {
     part[i] = 0.0;
     uint o = ob + group * 8u + i;
     if (o >= H || e < 0) continue;
-    BF16 w = bf16_at(args.w, (uint64_t(e) * H + o) * N);
-    for (uint n = lane; n < N; n += 32u) part[i] += bf16_to_f32(w.v[n]) * bf16_to_f32(act.v[n]);
+    part[i] = rowdot_bf16(args.w + (uint64_t(e) * H + o) * N * 2ul, act, N, lane, vec);
   }
   float total = rowdot_reduce(part);
   if (t < 64u && ob + t < H) f32_at(args.y, uint64_t(j) * H).v[ob + t] = total;

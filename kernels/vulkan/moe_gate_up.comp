@@ -12,14 +12,14 @@ void main() {
   if (j >= args.r || nb >= N || args.k == 0u) return;
   int e = I32(args.idx).v[j];
   uint t = gl_LocalInvocationID.x, group = t / 32u, lane = t % 32u;
-  BF16 x = bf16_at(args.x, uint64_t(j / args.k) * H);
+  uint64_t x = args.x + uint64_t(j / args.k) * H * 2ul;
+  bool vec = H % 8u == 0u && args.x % 16ul == 0ul && args.w % 16ul == 0ul;
   float part[8];
   for (uint i = 0; i < 8; i++) {
     part[i] = 0.0;
     uint n = nb + group * 8u + i;
     if (n >= N || e < 0) continue;
-    BF16 w = bf16_at(args.w, (uint64_t(e) * N + n) * H);
-    for (uint h = lane; h < H; h += 32u) part[i] += bf16_to_f32(w.v[h]) * bf16_to_f32(x.v[h]);
+    part[i] = rowdot_bf16(args.w + (uint64_t(e) * N + n) * H * 2ul, x, H, lane, vec);
   }
   float total = rowdot_reduce(part);
   if (t < 64u && nb + t < N) bf16_at(args.gu, uint64_t(j) * N).v[nb + t] = f32_to_bf16(total);

@@ -1,8 +1,8 @@
 // Dot products of weight rows with one input vector, for workgroups of 256 invocations
 // split into 8 groups of 32: output o (< 64) is owned by group o / 8 and its 32 lanes
-// take every 32nd element of the reduction; the 32 partial sums then meet in shared
-// memory and are added in lane order by one invocation.  (No subgroup operations: the
-// subgroup width differs between devices.)
+// take every 32nd element of the reduction (or 8 consecutive ones in 256: rowdot_bf16); the
+// 32 partial sums then meet in shared memory and are added in lane order by one invocation.
+// (No subgroup operations: the subgroup width differs between devices.)
 #if LOCAL_SIZE != 256
 #error "rowdot is laid out for 256 invocations"
 #endif
@@ -23,4 +23,25 @@ float rowdot_reduce(float part[8]) {
   }
   barrier();
   return total;
+}
+
+// Lane `lane` (< 32) of a dot product of two bf16 rows of K elements at byte addresses a and
+// b: 8 consecutive elements by one 16-byte load each where vec (the caller has checked K % 8
+// == 0 and both rows 16-byte aligned), so that 32 lanes read 512 contiguous bytes a step;
+// otherwise every 32nd element.
+float rowdot_bf16(uint64_t a, uint64_t b, uint K, uint lane, bool vec) {
+  float part = 0.0;
+  if (vec) {
+    for (uint k = lane * 8u; k < K; k += 256u) {
+      uvec4 p = U32x4(a + uint64_t(k) * 2ul).v, q = U32x4(b + uint64_t(k) * 2ul).v;
+      for (uint c = 0; c < 4u; c++) {
+        part += bf16_lo(p[c]) * bf16_lo(q[c]);
+        part += bf16_hi(p[c]) * bf16_hi(q[c]);
+      }
+    }
+  } else {
+    BF16 ra = BF16(a), rb = BF16(b);
+    for (uint k = lane; k < K; k += 32u) part += bf16_to_f32(ra.v[k]) * bf16_to_f32(rb.v[k]);
+  }
+  return part;
 }
