@@ -76,6 +76,7 @@ static void vk_destroy(gpu_backend *base) {
     pthread_mutex_lock(&be->lock);
     metrale_status_free(vk_streams_finish_all(be));
     be->fn.vkDeviceWaitIdle(be->device);
+    vk_profile_finish(be);
     while (be->streams) {
       struct gpu_stream_s *s = be->streams;
       be->streams = s->next;
@@ -157,6 +158,7 @@ static metrale_status vk_create(const gpu_backend_options *options, gpu_backend 
     s = vk_transfer_init(be);
     pthread_mutex_unlock(&be->lock);
   }
+  if (!s) vk_profile_init(be, be->host_query_reset);
   if (!s) s = vk_validation_check(be);
   if (s) {
     vk_destroy(&be->base);

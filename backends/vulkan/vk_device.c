@@ -230,10 +230,18 @@ static metrale_status create_device(vk_backend *be) {
       .queueCount = 1,
       .pQueuePriorities = &priority,
   };
+  /* host query reset only for METRALE_VULKAN_PROFILE (vk_profile.c), where the device has it */
+  if (vk_profile_wanted()) {
+    VkPhysicalDeviceVulkan12Features have12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 have = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &have12};
+    be->fn.vkGetPhysicalDeviceFeatures2(be->phys, &have);
+    be->host_query_reset = have12.hostQueryReset == VK_TRUE;
+  }
   VkPhysicalDeviceVulkan12Features f12 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
       .bufferDeviceAddress = VK_TRUE,
       .timelineSemaphore = VK_TRUE,
+      .hostQueryReset = be->host_query_reset ? VK_TRUE : VK_FALSE,
   };
   VkPhysicalDeviceVulkan11Features f11 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,

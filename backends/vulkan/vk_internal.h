@@ -113,6 +113,19 @@ typedef struct vk_validation {
   char first[512];   /* the first error not yet reported */
 } vk_validation;
 
+/* METRALE_VULKAN_PROFILE=1 (vk_profile.c): timestamps around every launch, summed per kernel. */
+#define VK_PROFILE_SLOTS 4096u
+typedef struct vk_profile {
+  VkQueryPool pool; /* VK_NULL_HANDLE: not profiling */
+  uint32_t used;    /* slots written since the last read-back, two a launch */
+  double ns_per_tick;
+  uint64_t mask; /* the timestamps' valid bits */
+  metrale_kernel_id kernel[VK_PROFILE_SLOTS / 2];
+  uint64_t ticks[VK_PROFILE_SLOTS];
+  double total_ns[METRALE_K_COUNT];
+  uint64_t launches[METRALE_K_COUNT];
+} vk_profile;
+
 typedef struct vk_backend {
   gpu_backend base;
   vk_fns fn;
@@ -139,6 +152,8 @@ typedef struct vk_backend {
   struct gpu_stream_s *streams; /* created streams */
   vk_pipeline pipelines[METRALE_K_COUNT];
   vk_validation validation;
+  int host_query_reset; /* enabled at device creation (asked only when profiling) */
+  vk_profile profile;
 } vk_backend;
 
 #define VK_LLVMPIPE_LOOP_BUDGET 60000u
@@ -179,6 +194,17 @@ metrale_status vk_device_open(vk_backend *be, const gpu_backend_options *options
 void vk_device_close(vk_backend *be);
 /* INTERNAL "N Vulkan validation errors: first: ..." for errors not yet reported. */
 metrale_status vk_validation_check(vk_backend *be);
+
+/* vk_profile.c (callers hold be->lock) */
+int vk_profile_wanted(void);
+void vk_profile_init(vk_backend *be, int host_query_reset);
+/* Before recording a launch: reads the slots back when the pool is full (finishing every
+ * stream first). */
+metrale_status vk_profile_make_room(vk_backend *be);
+void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, metrale_kernel_id id);
+void vk_profile_end(vk_backend *be, VkCommandBuffer cb);
+/* Reads the rest back, prints the per-kernel table to stderr, destroys the pool. */
+void vk_profile_finish(vk_backend *be);
 
 /* vk_memory.c (callers hold be->lock) */
 metrale_status vk_memory_init(vk_backend *be);

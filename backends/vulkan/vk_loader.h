@@ -67,7 +67,12 @@
   X(vkCmdFillBuffer)                       \
   X(vkCreateSemaphore)                     \
   X(vkDestroySemaphore)                    \
-  X(vkWaitSemaphores)
+  X(vkWaitSemaphores)                      \
+  X(vkCreateQueryPool)                     \
+  X(vkDestroyQueryPool)                    \
+  X(vkResetQueryPool)                      \
+  X(vkGetQueryPoolResults)                 \
+  X(vkCmdWriteTimestamp)
 
 typedef struct vk_fns {
   void *library; /* dlopen handle of the loader */

@@ -246,8 +246,10 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
 
   pthread_mutex_lock(&be->lock);
   VkCommandBuffer cb;
-  metrale_status s = vk_stream_record(be, vk_stream_of(be, stream), &cb);
+  metrale_status s = vk_profile_make_room(be);
+  if (!s) s = vk_stream_record(be, vk_stream_of(be, stream), &cb);
   if (!s) {
+    vk_profile_begin(be, cb, info->id);
     const vk_pipeline *p = &be->pipelines[info->id];
     be->fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
     if (pl->size)
@@ -268,6 +270,7 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
                                      min_u32(max[0], grid.x - x),
                                      min_u32(max[1], grid.y - y), min_u32(max[2], grid.z - z));
     }
+    vk_profile_end(be, cb);
   }
   pthread_mutex_unlock(&be->lock);
   return s;

@@ -1,10 +1,12 @@
 /* The Vulkan backend's device side: availability with reasons, device choice, caps,
- * the kernel table, launch checks, grids beyond maxComputeWorkGroupCount. */
+ * the kernel table, launch checks, grids beyond maxComputeWorkGroupCount, the profile. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "metrale/bf16.h"
 #include "vk_test_util.h"
+
+#include <criterion/redirect.h>
 
 Test(vulkan_device, unavailable_without_a_loader) {
   setenv("METRALE_VULKAN_LOADER", "/nonexistent/libvulkan.so.1", 1);
@@ -184,4 +186,40 @@ Test(vulkan_device, grid_beyond_the_dispatch_limit, .timeout = 600) {
   be->vt->free(be, dy);
   free(a), free(b), free(y);
   metrale_device_destroy(dev);
+}
+
+/* METRALE_VULKAN_PROFILE=1: every launch is counted under its kernel, past the query pool's
+ * size (its slots are read back and reused), and the table goes to stderr at destroy. */
+Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
+  setenv("METRALE_VULKAN_PROFILE", "1", 1);
+  metrale_device *dev = vkt_open();
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_kernel add = 0;
+  VKT_OK(be->vt->kernel(be, "elementwise", "add", &add));
+  gpu_ptr buf = 0;
+  VKT_OK(be->vt->alloc(be, 1024, &buf));
+  gpu_arg args[4] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(8)};
+  const unsigned n = 5000; /* > VK_PROFILE_SLOTS / 2 launches */
+  for (unsigned i = 0; i < n; i++)
+    VKT_OK(be->vt->launch(be, add, (gpu_dim3){1, 1, 1}, (gpu_dim3){256, 1, 1}, 0, NULL, args, 4));
+  VKT_OK(be->vt->sync(be));
+  be->vt->free(be, buf);
+  metrale_device_destroy(dev);
+  unsetenv("METRALE_VULKAN_PROFILE");
+  fflush(stderr);
+
+  FILE *err = cr_get_redirected_stderr();
+  char line[512], name[128];
+  unsigned long long launches = 0;
+  int header = 0, found = 0;
+  while (fgets(line, sizeof line, err)) {
+    if (strstr(line, "metrale vulkan profile")) header = 1;
+    if (sscanf(line, "%127s %llu", name, &launches) == 2 && strcmp(name, "elementwise.add") == 0) {
+      found = 1;
+      break;
+    }
+  }
+  cr_assert(header, "no profile table on stderr");
+  cr_assert(found, "no elementwise.add row in the profile table");
+  cr_expect_eq(launches, n, "elementwise.add: %llu launches counted, %u made", launches, n);
 }

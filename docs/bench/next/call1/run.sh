@@ -54,6 +54,10 @@ unset METRALE_VULKAN_VALIDATION
 el vulkan suites
 run m timeout 300 .carry/var/m/metrale bench --backend vulkan --samples 5 --warmup 1 --json > $O/vulkan_mixer.json 2>>$O/stderr.txt
 run m timeout 200 .carry/var/m/metrale bench --backend vulkan --core --prefill 4096,16384 --samples 5 --json > $O/vulkan_core.json 2>>$O/stderr.txt
+# the Vulkan step split by kernel (METRALE_VULKAN_PROFILE: a table on stderr at exit; each run
+# also holds the bench's probes: 8192^3 gemm_bf16_t128 launches and a copy)
+run m env METRALE_VULKAN_PROFILE=1 timeout 200 .carry/var/m/metrale bench --backend vulkan --decode 1 --samples 5 > $O/vulkan_profile_decode1.txt 2>&1
+run m env METRALE_VULKAN_PROFILE=1 timeout 200 .carry/var/m/metrale bench --backend vulkan --prefill 4096 --samples 5 > $O/vulkan_profile_prefill4096.txt 2>&1
 B m --samples 15 --json > $O/cuda_mixer.json 2>>$O/stderr.txt
 el vulkan benches
 finish
