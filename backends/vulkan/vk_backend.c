@@ -158,7 +158,7 @@ static metrale_status vk_create(const gpu_backend_options *options, gpu_backend 
     s = vk_transfer_init(be);
     pthread_mutex_unlock(&be->lock);
   }
-  if (!s) vk_profile_init(be, be->host_query_reset);
+  if (!s) vk_profile_init(be);
   if (!s) s = vk_validation_check(be);
   if (s) {
     vk_destroy(&be->base);

@@ -197,7 +197,7 @@ metrale_status vk_validation_check(vk_backend *be);
 
 /* vk_profile.c (callers hold be->lock) */
 int vk_profile_wanted(void);
-void vk_profile_init(vk_backend *be, int host_query_reset);
+void vk_profile_init(vk_backend *be);
 /* Before recording a launch: reads the slots back when the pool is full (finishing every
  * stream first). */
 metrale_status vk_profile_make_room(vk_backend *be);

@@ -17,7 +17,7 @@ int vk_profile_wanted(void) {
   return e && *e && strcmp(e, "0") != 0;
 }
 
-void vk_profile_init(vk_backend *be, int host_query_reset) {
+void vk_profile_init(vk_backend *be) {
   vk_profile *p = &be->profile;
   memset(p, 0, sizeof *p);
   if (!vk_profile_wanted()) return;
@@ -25,7 +25,7 @@ void vk_profile_init(vk_backend *be, int host_query_reset) {
   uint32_t nq = 32;
   be->fn.vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &nq, qf);
   const uint32_t bits = be->queue_family < nq ? qf[be->queue_family].timestampValidBits : 0;
-  if (!bits || !host_query_reset || be->props.limits.timestampPeriod <= 0.0f) {
+  if (!bits || !be->host_query_reset || be->props.limits.timestampPeriod <= 0.0f) {
     fprintf(stderr, "metrale vulkan: METRALE_VULKAN_PROFILE: %s has no %s; not profiling\n",
             be->props.deviceName, bits ? "host query reset" : "timestamps on its compute queue");
     return;

@@ -45,6 +45,14 @@ U32 u32_at(uint64_t base, uint64_t elems) { return U32(base + elems * 4ul); }
 #define bf16_hi(u) uintBitsToFloat((u) & 0xffff0000u)
 #define f32_to_bf16(f) uint16_t(bf16_bits(f))
 
+// the 8 bf16 of one 16-byte load (U32x4), in memory order
+void bf16x8(uvec4 q, out float f[8]) {
+  for (uint c = 0; c < 4u; c++) {
+    f[2u * c] = bf16_lo(q[c]);
+    f[2u * c + 1u] = bf16_hi(q[c]);
+  }
+}
+
 uint bf16_bits(float f) {
   uint u = floatBitsToUint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // quiet NaN

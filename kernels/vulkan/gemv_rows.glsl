@@ -3,8 +3,9 @@
 // 32 invocations per feature walk K, 8 rows at a time, and rowdot_reduce adds their
 // partial sums.  Where K % 8 == 0 and x and w start 16-byte aligned, a lane takes 8
 // consecutive k of its row by one 16-byte load (a feature's 32 lanes read 512 contiguous
-// bytes a step: a decode step is bound by these weight bytes); otherwise every 32nd k.  The includer defines GEMV_OUT_F32 (1: y is f32, 0: y is bf16) and may
-// define GEMV_IN_F32 (1: x is f32, used unrounded; otherwise x is bf16).  w is always bf16.
+// bytes a step: a decode step is bound by these weight bytes); otherwise every 32nd k.
+// The includer defines GEMV_OUT_F32 (1: y is f32, 0: y is bf16) and may define
+// GEMV_IN_F32 (1: x is f32, used unrounded; otherwise x is bf16).  w is always bf16.
 #include "rowdot.glsl"
 
 #if defined(GEMV_IN_F32) && GEMV_IN_F32
@@ -26,22 +27,19 @@ void main() {
     for (uint r = 0; r < 8; r++) part[r] = 0.0;
     if (n < N && vec) {
       for (uint k = lane * 8u; k < K; k += 256u) {
-        uvec4 wq = U32x4(args.w + (uint64_t(n) * K + k) * 2ul).v;
+        float wv[8];  // unpacked once for the 8 rows
+        bf16x8(U32x4(args.w + (uint64_t(n) * K + k) * 2ul).v, wv);
         for (uint r = 0; r < 8; r++) {
           if (m0 + r >= M) break;
           uint64_t xa = uint64_t(m0 + r) * K + k;
+          float xv[8];
 #if defined(GEMV_IN_F32) && GEMV_IN_F32
           vec4 x0 = F32x4(args.x + xa * 4ul).v, x1 = F32x4(args.x + xa * 4ul + 16ul).v;
-          float xv[8] = float[8](x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w);
+          xv = float[8](x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w);
 #else
-          uvec4 xq = U32x4(args.x + xa * 2ul).v;
-          float xv[8] = float[8](bf16_lo(xq.x), bf16_hi(xq.x), bf16_lo(xq.y), bf16_hi(xq.y),
-                                 bf16_lo(xq.z), bf16_hi(xq.z), bf16_lo(xq.w), bf16_hi(xq.w));
+          bf16x8(U32x4(args.x + xa * 2ul).v, xv);
 #endif
-          for (uint c = 0; c < 4u; c++) {
-            part[r] += bf16_lo(wq[c]) * xv[2u * c];
-            part[r] += bf16_hi(wq[c]) * xv[2u * c + 1u];
-          }
+          for (uint c = 0; c < 8u; c++) part[r] += wv[c] * xv[c];
         }
       }
     } else if (n < N) {

@@ -33,11 +33,10 @@ float rowdot_bf16(uint64_t a, uint64_t b, uint K, uint lane, bool vec) {
   float part = 0.0;
   if (vec) {
     for (uint k = lane * 8u; k < K; k += 256u) {
-      uvec4 p = U32x4(a + uint64_t(k) * 2ul).v, q = U32x4(b + uint64_t(k) * 2ul).v;
-      for (uint c = 0; c < 4u; c++) {
-        part += bf16_lo(p[c]) * bf16_lo(q[c]);
-        part += bf16_hi(p[c]) * bf16_hi(q[c]);
-      }
+      float pa[8], qa[8];
+      bf16x8(U32x4(a + uint64_t(k) * 2ul).v, pa);
+      bf16x8(U32x4(b + uint64_t(k) * 2ul).v, qa);
+      for (uint c = 0; c < 8u; c++) part += pa[c] * qa[c];
     }
   } else {
     BF16 ra = BF16(a), rb = BF16(b);

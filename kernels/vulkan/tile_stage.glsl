@@ -4,8 +4,9 @@
 // would be copied in and out.
 #define put(plane, kk, row, v) plane[kk][(row) >> 2][(row) & 3u] = (v)
 // the 8 bf16 of q (one 16-byte load: k = kk .. kk + 7 of `row`)
-#define put8_bf16(plane, kk, row, q)                          \
-  for (uint c_ = 0u; c_ < 4u; c_++) {                         \
-    put(plane, (kk) + 2u * c_, row, bf16_lo((q)[c_]));        \
-    put(plane, (kk) + 2u * c_ + 1u, row, bf16_hi((q)[c_]));   \
+#define put8_bf16(plane, kk, row, q)                           \
+  {                                                            \
+    float f_[8];                                               \
+    bf16x8(q, f_);                                             \
+    for (uint c_ = 0u; c_ < 8u; c_++) put(plane, (kk) + c_, row, f_[c_]); \
   }
