@@ -82,4 +82,18 @@ function(metrale_vulkan_tests)
       LABELS conformance vulkan ENV METRALE_TEST_BACKEND=vulkan)
     target_include_directories(vulkan_shapes PRIVATE ${cf})
   endif()
+  # METRALE_TEST_REQUIRE_BACKEND=1 (tests/common/test_skip.h): a suite told that its backend is
+  # there fails where the driver is missing, rather than skipping every test (as these do
+  # without it).  Checked here with no ICD, for both shared suites.
+  foreach(pair "metrale_conformance:norm/rmsnorm_f32" "metrale_layer_tests:slots/graph_replay_equals_eager_launches")
+    string(REPLACE ":" ";" pair "${pair}")
+    list(GET pair 0 suite)
+    list(GET pair 1 one_test)
+    if(TARGET ${suite})
+      add_test(NAME ${suite}_requires_vulkan COMMAND ${suite} --filter ${one_test} --short-filename)
+      set_tests_properties(${suite}_requires_vulkan PROPERTIES LABELS "unit;vulkan"
+        ENVIRONMENT "METRALE_TEST_BACKEND=vulkan;VK_DRIVER_FILES=/nonexistent/icd.json;METRALE_TEST_REQUIRE_BACKEND=1"
+        PASS_REGULAR_EXPRESSION "METRALE_TEST_REQUIRE_BACKEND is set: (backend )?vulkan unavailable")
+    endif()
+  endforeach()
 endfunction()

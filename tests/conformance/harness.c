@@ -1,4 +1,5 @@
 #include "harness.h"
+#include "test_skip.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,8 +25,9 @@ void cf_open(cf_ctx *ctx) {
     snprintf(reason, sizeof reason, "%s", metrale_status_message(s));
     metrale_code code = metrale_status_consume(s);
     if (code == METRALE_CODE_UNAVAILABLE) {
-      fprintf(stderr, "%s: backend unavailable, skipping: %s\n", ctx->backend, reason);
-      cr_skip_test("%s unavailable: %s", ctx->backend, reason);
+      if (!mt_backend_required())
+        fprintf(stderr, "%s: backend unavailable, skipping: %s\n", ctx->backend, reason);
+      MT_SKIP_UNAVAILABLE("%s unavailable: %s", ctx->backend, reason);
     }
     cr_assert_fail("cannot open backend %s: %s: %s", ctx->backend, metrale_code_name(code), reason);
   }

@@ -1,4 +1,5 @@
 #include "layer_util.h"
+#include "test_skip.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -26,7 +27,7 @@ metrale_device *lt_open_device(void) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", metrale_status_message(s));
     metrale_status_free(s);
-    cr_skip_test("backend %s unavailable: %s", name, msg);
+    MT_SKIP_UNAVAILABLE("backend %s unavailable: %s", name, msg);
   }
   expect_ok(s, "opening the backend");
   return dev;

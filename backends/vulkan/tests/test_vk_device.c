@@ -5,6 +5,7 @@
 
 #include "metrale/bf16.h"
 #include "vk_test_util.h"
+#include "test_skip.h"
 
 #include <criterion/redirect.h>
 
@@ -68,7 +69,7 @@ Test(vulkan_device, caps) {
 Test(vulkan_device, every_manifest_kernel_is_embedded_and_described) {
   metrale_backend_report r;
   metrale_backend_probe("vulkan", &r);
-  if (!r.available) cr_skip_test("vulkan unavailable: %s", r.reason);
+  if (!r.available) MT_SKIP_UNAVAILABLE("vulkan unavailable: %s", r.reason);
   cr_expect_eq(r.score, 200);
   metrale_device *dev = vkt_open();
   gpu_backend *be = metrale_device_backend(dev);

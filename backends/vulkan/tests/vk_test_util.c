@@ -1,4 +1,5 @@
 #include "vk_test_util.h"
+#include "test_skip.h"
 
 #include <stdio.h>
 
@@ -10,7 +11,7 @@ metrale_device *vkt_open(void) {
     char reason[600];
     snprintf(reason, sizeof reason, "%s", metrale_status_message(s));
     metrale_code code = metrale_status_consume(s);
-    if (code == METRALE_CODE_UNAVAILABLE) cr_skip_test("vulkan unavailable: %s", reason);
+    if (code == METRALE_CODE_UNAVAILABLE) MT_SKIP_UNAVAILABLE("vulkan unavailable: %s", reason);
     cr_assert_fail("cannot open vulkan: %s: %s", metrale_code_name(code), reason);
   }
   return dev;
