@@ -8,8 +8,10 @@
 #       vulkan_* tests, libmetrale.so*, the backend modules.  The tests read this checkout's
 #       tests/fixtures.  .carry/lib gets the test programs' shared libraries (Criterion's).
 #   scripts/device-prepare.sh --vulkan-loader
-#       Debian's Vulkan loader and Khronos validation layer, as packages, into .gl/ (the
-#       device machine has neither; a call unpacks them: docs/bench/next/call1/run.sh).
+#       Debian's Vulkan loader, Khronos validation layer and glvnd (libEGL, libGLX: the device
+#       README lists them; with the loader alone NVIDIA's ICD did not load on 2026-12-05), as
+#       packages, into .gl/ (the device machine has none of them; a call unpacks them:
+#       docs/bench/next/call1/run.sh).
 #
 # A call then carries [".carry"] (and ".gl") and runs a script that sources
 # scripts/device-call.sh.
@@ -21,7 +23,7 @@ if [ "${1:-}" = --vulkan-loader ]; then
   mkdir -p .gl /tmp/amd64/partial
   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
   apt-get $o update -qq
-  (cd .gl && apt-get $o download libvulkan1 vulkan-validationlayers)
+  (cd .gl && apt-get $o download libvulkan1 vulkan-validationlayers libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
   ls -l .gl
   exit 0
 fi

@@ -1,0 +1,48 @@
+#!/bin/bash
+# Why main's layer raced on 2026-12-05 (docs/bench/h200-2026-12-05-pdl/README.md): with
+# add_rmsnorm launched as usual behind out_proj, layer_cuda failed 9 of 25; with it an
+# early-start row that waits (e59e3f3, now main) 25 of 25.  Variants, from main's head:
+#   m  main
+#   u  usual_launch.patch: add_rmsnorm launched as usual again (the failing form)
+#   a  u + rmsnorm_no_trigger.patch: the input norms no longer let the next launch start early
+#   b  u + add_rmsnorm_no_trigger.patch: add_rmsnorm no longer lets the next launch start early
+#   e  u + no_early_start.patch: no programmatic launch at all
+# Prepare (development machine):
+#   rm -rf .carry/var; P=docs/bench/next
+#   scripts/device-prepare.sh m
+#   scripts/device-prepare.sh u $P/usual_launch.patch
+#   scripts/device-prepare.sh a $P/usual_launch.patch $P/rmsnorm_no_trigger.patch
+#   scripts/device-prepare.sh b $P/usual_launch.patch $P/add_rmsnorm_no_trigger.patch
+#   scripts/device-prepare.sh e $P/usual_launch.patch $P/no_early_start.patch
+# (one after another: they share the worktree list).  Run with carry [".carry"] (~7 min):
+#   bash docs/bench/next/call1/bisect.sh
+# Reading it: if u passes every round, the race is rare and this says little; if u fails and
+# b passes, the kernel after add_rmsnorm does not wait for it; if e fails too, it is not the
+# early start at all.
+cd "$(dirname "$0")/../../../.."
+CALL=c2bisect
+. scripts/device-call.sh
+export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
+for round in 1 2; do
+  vs="m u a b e"; [ $round = 2 ] && vs="m u"
+  for v in $vs; do
+    run $v timeout 60 .carry/var/$v/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
+    echo "$v round $round rc=$? $(tail -1 $O/layer_${v}_$round.txt)" >> $O/log.txt
+  done
+done
+el bisect
+# what each costs (the bench's layer decode, MoE a3b shape, graphs)
+for v in m u a b e; do
+  run $v timeout 40 .carry/var/$v/metrale bench --backend cuda --part layer --decode 1,2,4,8,16 --prefill 4096 --samples 15 --json > $O/${v}_layer.json 2>>$O/stderr.txt
+done
+el benches
+# u alone on the GPU (no other test process beside it), and its dense fixture under initcheck
+# (a read of device memory no one wrote) and memcheck
+run u timeout 60 .carry/var/u/metrale_layer_tests --jobs 1 > $O/layer_u_jobs1.txt 2>&1
+echo "u jobs 1 rc=$? $(tail -1 $O/layer_u_jobs1.txt)" >> $O/log.txt
+for t in initcheck memcheck; do
+  run u timeout 70 /usr/local/cuda/bin/compute-sanitizer --tool $t --error-exitcode 9 .carry/var/u/metrale_layer_tests --jobs 1 --filter 'fixtures/dense_r1_layer' > $O/$t.txt 2>&1
+  echo "u $t dense_r1 rc=$? $(tail -1 $O/$t.txt)" >> $O/log.txt
+done
+el sanitizers
+finish
