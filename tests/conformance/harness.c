@@ -18,24 +18,12 @@ void cf_open(cf_ctx *ctx) {
   memset(ctx, 0, sizeof *ctx);
   const char *name = getenv("METRALE_TEST_BACKEND");
   ctx->backend = name && *name ? name : "cpu";
-  metrale_device_options opts = {.backend = ctx->backend, .device_index = 0};
-  metrale_status s = metrale_device_open(&opts, &ctx->dev);
-  if (s) {
-    char reason[600];
-    snprintf(reason, sizeof reason, "%s", metrale_status_message(s));
-    metrale_code code = metrale_status_consume(s);
-    if (code == METRALE_CODE_UNAVAILABLE) {
-      if (!mt_backend_required())
-        fprintf(stderr, "%s: backend unavailable, skipping: %s\n", ctx->backend, reason);
-      MT_SKIP_UNAVAILABLE("%s unavailable: %s", ctx->backend, reason);
-    }
-    cr_assert_fail("cannot open backend %s: %s: %s", ctx->backend, metrale_code_name(code), reason);
-  }
+  ctx->dev = mt_open_backend(ctx->backend);
   /* METRALE_TEST_FORCE_ORACLE exercises the oracle path on cpu itself */
   const char *force = getenv("METRALE_TEST_FORCE_ORACLE");
   if (strcmp(ctx->backend, "cpu") != 0 || (force && *force && strcmp(force, "0") != 0)) {
     metrale_device_options cpu = {.backend = "cpu", .device_index = 0};
-    s = metrale_device_open(&cpu, &ctx->oracle);
+    metrale_status s = metrale_device_open(&cpu, &ctx->oracle);
     if (s) {
       char reason[600];
       snprintf(reason, sizeof reason, "%s", metrale_status_message(s));

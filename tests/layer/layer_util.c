@@ -20,17 +20,7 @@ static void expect_ok(metrale_status s, const char *what) {
 metrale_device *lt_open_device(void) {
   const char *name = getenv("METRALE_TEST_BACKEND");
   if (!name || !*name) name = "cpu";
-  metrale_device_options o = {.backend = name};
-  metrale_device *dev = NULL;
-  metrale_status s = metrale_device_open(&o, &dev);
-  if (s && metrale_status_code(s) == METRALE_CODE_UNAVAILABLE) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", metrale_status_message(s));
-    metrale_status_free(s);
-    MT_SKIP_UNAVAILABLE("backend %s unavailable: %s", name, msg);
-  }
-  expect_ok(s, "opening the backend");
-  return dev;
+  return mt_open_backend(name);
 }
 
 void lt_fixture_open(lt_fixture *f, const char *name, uint32_t layer) {

@@ -6,7 +6,7 @@
 
 #include "metrale/device.h"
 
-/* Opens the vulkan backend; skips the test (with the reason) when it is unavailable. */
+/* Opens the vulkan backend: mt_open_backend (tests/common/test_skip.h). */
 metrale_device *vkt_open(void);
 /* Opens it expecting failure; returns the status (never NULL: fails the test instead). */
 metrale_status vkt_open_fails(void);
