@@ -1,6 +1,7 @@
 /* Mode equivalence and slot semantics of the layer on a seeded random layer:
  * decode == prefill == split, a batch == each sequence alone, a reused slot == a fresh
- * one, slot -1 is never touched, and a failed call leaves every slot unchanged. */
+ * one, slot -1 is never touched, a failed call leaves every slot unchanged, and decode steps
+ * give the same bits replayed from graphs, on two streams and queued without syncs. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -816,5 +817,109 @@ Test(slots, second_stream_equals_one_stream) {
   }
   metrale_qwen3_ssm_layer_set_second_stream(e.layer, 1);
   cr_expect_eq(metrale_qwen3_ssm_layer_uses_second_stream(e.layer), forks);
+  env_free(&e);
+}
+
+/* ---- queued steps and repeated runs -------------------------------------------------------
+ * The steps above sync after each one.  A serving loop does not: it queues step after step
+ * and reads the outputs at the end, so each step's launches (and, on a backend with graphs,
+ * its replay or recording) are issued while the steps before it still run.  The outputs and
+ * the states must be the very bits of the synced steps, and a run repeated from the same
+ * start must give the same bits every time: a race between a kernel and the one before it
+ * (docs/perf-decode.md section 30) shows as a difference in one of these comparisons.
+ * METRALE_TEST_REPEAT (default 2) sets how many times each form runs; the device scripts
+ * raise it. */
+#define QUEUED_SEGMENTS 4u
+#define QUEUED_STEPS 6u /* a segment's */
+
+static unsigned test_repeats(void) {
+  const char *s = getenv("METRALE_TEST_REPEAT");
+  const long n = s && *s ? strtol(s, NULL, 10) : 2;
+  return n < 1 ? 1u : n > 10000 ? 10000u : (unsigned)n;
+}
+
+/* Decode steps from the fill pattern in segments of one slot list each (a new list is a copy
+ * and a sync, layer.c upload_lists; a serving loop keeps its batch for many steps): batches 2,
+ * 1, 3 and 2 (with a padding row) over rotated slots.  In a segment the steps alternate between
+ * two (x, y) pairs, so that from the third step on each replays a recording, and the last step
+ * runs the mixer alone; its outputs land in the segment's own rows of y.  synced: a stream sync
+ * after every step, else none within a segment.  Returns the final outputs, then every slot's
+ * state; ny receives the outputs' count. */
+static float *run_queued_steps(slot_env *e, int synced, uint64_t *out_n, uint64_t *out_ny) {
+  static const uint32_t batches[QUEUED_SEGMENTS] = {2, 1, 3, 2};
+  fill_pattern(e);
+  const uint64_t row = e->cfg.hidden_size;
+  uint32_t at = 0; /* the segment's first row of y */
+  for (uint32_t sg = 0; sg < QUEUED_SEGMENTS; sg++) {
+    const uint32_t batch = batches[sg];
+    int32_t slots[3];
+    for (uint32_t b = 0; b < batch; b++) slots[b] = (int32_t)((sg + b) % e->n_slots);
+    if (sg == QUEUED_SEGMENTS - 1) slots[batch - 1] = -1;
+    for (uint32_t j = 0; j < QUEUED_STEPS; j++) {
+      const metrale_part part = j == QUEUED_STEPS - 1 ? METRALE_PART_MIXER : METRALE_PART_LAYER;
+      const uint64_t xr = (j % 2u) * 3u, yr = at + (j % 2u) * batch;
+      CHECK(metrale_qwen3_ssm_decode(e->layer, e->pool, part, slots, batch, e->x + xr * row * 2, e->y + yr * row * 2,
+                                     NULL));
+      if (synced) CHECK(e->be->vt->stream_sync(e->be, NULL));
+    }
+    at += 2u * batch;
+  }
+  const uint64_t ny = (uint64_t)at * row;
+  metrale_bf16 *y = malloc(ny * sizeof *y);
+  cr_assert(y);
+  CHECK(e->be->vt->copy_d2h(e->be, y, e->y, ny * sizeof *y, NULL));
+  CHECK(e->be->vt->stream_sync(e->be, NULL));
+  float *states = snapshot(e);
+  const uint64_t ns = (e->cf + e->rf) * e->n_slots;
+  float *all = malloc((ny + ns) * sizeof *all);
+  cr_assert(all);
+  for (uint64_t i = 0; i < ny; i++) all[i] = metrale_bf16_to_f32(y[i]);
+  memcpy(all + ny, states, ns * sizeof *states);
+  free(y), free(states);
+  *out_n = ny + ns;
+  *out_ny = ny;
+  return all;
+}
+
+/* 0 where a and b hold the same bits; else a message is expected and 1 returned. */
+static int expect_same_bits(const float *a, const float *b, uint64_t n, uint64_t ny, const char *what) {
+  for (uint64_t i = 0; i < n; i++)
+    if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      cr_expect(0, "%s: %s differs at %llu: %g vs %g", what, i < ny ? "a decode output" : "a final state",
+                (unsigned long long)(i < ny ? i : i - ny), a[i], b[i]);
+      return 1;
+    }
+  return 0;
+}
+
+Test(slots, queued_steps_equal_synced_steps, .timeout = 600) {
+  slot_env e;
+  env_init(&e, 4, 16);
+  uint64_t n0 = 0, ny = 0;
+  metrale_qwen3_ssm_layer_set_graphs(e.layer, 0);
+  float *want = run_queued_steps(&e, 1, &n0, &ny); /* eager, synced: the plainest form */
+  /* the states moved at all (else the comparisons would say nothing) */
+  fill_pattern(&e);
+  float *initial = snapshot(&e);
+  int moved = 0;
+  for (uint32_t s = 0; s < e.n_slots; s++) moved += !slot_equal(&e, initial, want + ny, s);
+  cr_expect_eq(moved, (int)e.n_slots, "only %d of %u slots changed over the steps", moved, e.n_slots);
+  free(initial);
+  const unsigned reps = test_repeats();
+  int bad = 0;
+  for (unsigned r = 0; r < reps && !bad; r++)
+    for (int graphs = 1; graphs >= 0 && !bad; graphs--)
+      for (int synced = 1; synced >= 0 && !bad; synced--) {
+        metrale_qwen3_ssm_layer_set_graphs(e.layer, graphs);
+        uint64_t n = 0, nyr = 0;
+        float *got = run_queued_steps(&e, synced, &n, &nyr);
+        cr_assert_eq(n, n0);
+        char what[96];
+        snprintf(what, sizeof what, "run %u of %u, %s, %s", r + 1, reps, graphs ? "graphs" : "eager",
+                 synced ? "a sync after each step" : "queued");
+        bad = expect_same_bits(got, want, n, ny, what);
+        free(got);
+      }
+  free(want);
   env_free(&e);
 }

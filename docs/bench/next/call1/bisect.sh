@@ -14,7 +14,7 @@
 #   scripts/device-prepare.sh a $P/usual_launch.patch $P/rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh b $P/usual_launch.patch $P/add_rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh e $P/usual_launch.patch $P/no_early_start.patch
-# (one after another: they share the worktree list).  Run with carry [".carry"] (~7 min):
+# (one after another: they share the worktree list).  Run with carry [".carry"] (~8 min):
 #   bash docs/bench/next/call1/bisect.sh
 # Reading it: if u passes every round, the race is rare and this says little; if u fails and
 # b passes, the kernel after add_rmsnorm does not wait for it; if e fails too, it is not the
@@ -31,6 +31,13 @@ for round in 1 2; do
   done
 done
 el bisect
+# the queued and repeated decode steps (tests/layer/test_slots.c), 100 runs of each form: a race
+# that the suite's single runs may miss
+for v in m u; do
+  run $v env METRALE_TEST_REPEAT=100 timeout 90 .carry/var/$v/metrale_layer_tests --filter 'slots/queued*' > $O/queued_$v.txt 2>&1
+  echo "$v queued x100 rc=$? $(tail -1 $O/queued_$v.txt)" >> $O/log.txt
+done
+el queued
 # what each costs (the bench's layer decode, MoE a3b shape, graphs)
 for v in m u a b e; do
   run $v timeout 40 .carry/var/$v/metrale bench --backend cuda --part layer --decode 1,2,4,8,16 --prefill 4096 --samples 15 --json > $O/${v}_layer.json 2>>$O/stderr.txt
