@@ -10,7 +10,7 @@
 # Prepare (development machine):
 #   rm -rf .carry/var; P=docs/bench/next
 #   scripts/device-prepare.sh m
-#   scripts/device-prepare.sh u $P/usual_launch.patch
+#   CUBINS=1 scripts/device-prepare.sh u $P/usual_launch.patch
 #   scripts/device-prepare.sh a $P/usual_launch.patch $P/rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh b $P/usual_launch.patch $P/add_rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh e $P/usual_launch.patch $P/no_early_start.patch
@@ -52,4 +52,9 @@ for t in initcheck memcheck; do
   echo "u $t dense_r1 rc=$? $(tail -1 $O/$t.txt)" >> $O/log.txt
 done
 el sanitizers
+# the early-start contract in the machine code (scripts/sass-pdl-check.py): u's kernels
+/usr/local/cuda/bin/cuobjdump -sass .carry/var/u/cubin/*.sm_90a.cubin > $O/sass_u.txt 2>>$O/stderr.txt
+python3 scripts/sass-pdl-check.py $O/sass_u.txt > $O/sass_check_u.txt 2>&1
+echo "sass check rc=$? (0 clean, 1 suspect, 2 unread)" >> $O/log.txt
+grep -E "SUSPECT|^(add_rmsnorm|rmsnorm|gemv_bf16|moe_gate_up_silu_rows) " $O/sass_check_u.txt >> $O/log.txt
 finish
