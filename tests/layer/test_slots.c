@@ -75,6 +75,26 @@ Test(modes, decode_and_split_equal_prefill) {
   metrale_device_destroy(dev);
 }
 
+/* The models' heads (dk = dv = 128, two value heads a key head), which no fixture has: on CUDA
+ * they take the cluster decode kernel up to batch 4 and the pair kernel from 5 (ops.c,
+ * op_gdn_decode_fused; the fixtures' heads take gdn_decode_fused35), each between the layer's
+ * early-start gemvs and norms.  Decoded, the whole layer agrees with a prefill of the same
+ * tokens; the lengths walk the batch down from 7 to 1. */
+Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  for (int moe = 0; moe < 2; moe++) {
+    metrale_qwen3_config cfg;
+    small_config(&cfg, moe);
+    cfg.hidden_size = 256;
+    cfg.nk = 2, cfg.nv = 4, cfg.dk = 128, cfg.dv = 128;
+    const uint32_t lens[] = {7, 6, 5, 4, 3, 2, 1};
+    float *x = random_x(28ull * cfg.hidden_size, 61 + moe);
+    expect_modes_agree(dev, &cfg, 13, METRALE_PART_LAYER, x, lens, 7, 3);
+    free(x);
+  }
+  metrale_device_destroy(dev);
+}
+
 /* A prefill long and wide enough for the GEMMs' large tiles (on CUDA sm_90a: q|k|v and z on
  * the 128x256 warp-specialised tiles of fp16 x and in_proj, gemm_f16_ws, where the backend
  * has it, else z from bf16(x); 34 tile rows) and for the conv with
@@ -587,11 +607,15 @@ typedef struct slot_env {
   uint32_t n_slots;
 } slot_env;
 
-static void env_init(slot_env *e, uint32_t n_slots, uint32_t max_tokens) {
+/* cfg: the layer's shape, NULL for small_config's MoE layer */
+static void env_init_shape(slot_env *e, uint32_t n_slots, uint32_t max_tokens, const metrale_qwen3_config *cfg) {
   memset(e, 0, sizeof *e);
   e->dev = lt_open_device();
   e->be = metrale_device_backend(e->dev);
-  small_config(&e->cfg, 1);
+  if (cfg)
+    e->cfg = *cfg;
+  else
+    small_config(&e->cfg, 1);
   metrale_random_source rs = {21};
   CHECK(metrale_qwen3_ssm_layer_create(e->dev, &e->cfg, 0, metrale_weight_source_random(&rs), &e->layer));
   CHECK(metrale_state_pool_create(e->dev, metrale_state_dims_of(&e->cfg), n_slots, &e->pool));
@@ -609,6 +633,8 @@ static void env_init(slot_env *e, uint32_t n_slots, uint32_t max_tokens) {
   free(hx);
   free(fx);
 }
+
+static void env_init(slot_env *e, uint32_t n_slots, uint32_t max_tokens) { env_init_shape(e, n_slots, max_tokens, NULL); }
 
 static void env_free(slot_env *e) {
   metrale_free(e->dev, e->x);
@@ -840,19 +866,19 @@ static unsigned test_repeats(void) {
 
 /* Decode steps from the fill pattern in segments of one slot list each (a new list is a copy
  * and a sync, layer.c upload_lists; a serving loop keeps its batch for many steps): batches 2,
- * 1, 3 and 2 (with a padding row) over rotated slots.  In a segment the steps alternate between
+ * 1, 6 and 2 (with a padding row) over rotated slots.  In a segment the steps alternate between
  * two (x, y) pairs, so that from the third step on each replays a recording, and the last step
  * runs the mixer alone; its outputs land in the segment's own rows of y.  synced: a stream sync
  * after every step, else none within a segment.  Returns the final outputs, then every slot's
  * state; ny receives the outputs' count. */
 static float *run_queued_steps(slot_env *e, int synced, uint64_t *out_n, uint64_t *out_ny) {
-  static const uint32_t batches[QUEUED_SEGMENTS] = {2, 1, 3, 2};
+  static const uint32_t batches[QUEUED_SEGMENTS] = {2, 1, 6, 2};
   fill_pattern(e);
   const uint64_t row = e->cfg.hidden_size;
   uint32_t at = 0; /* the segment's first row of y */
   for (uint32_t sg = 0; sg < QUEUED_SEGMENTS; sg++) {
     const uint32_t batch = batches[sg];
-    int32_t slots[3];
+    int32_t slots[6];
     for (uint32_t b = 0; b < batch; b++) slots[b] = (int32_t)((sg + b) % e->n_slots);
     if (sg == QUEUED_SEGMENTS - 1) slots[batch - 1] = -1;
     for (uint32_t j = 0; j < QUEUED_STEPS; j++) {
@@ -892,9 +918,14 @@ static int expect_same_bits(const float *a, const float *b, uint64_t n, uint64_t
   return 0;
 }
 
-Test(slots, queued_steps_equal_synced_steps, .timeout = 600) {
+/* heads128: 0 small_config's MoE layer (the fused decode kernel on CUDA), 1 the same with the
+ * models' heads of 128 (the cluster kernel at batches 1 and 2, the pair kernel at 6) */
+static void expect_queued_equal_synced(int heads128) {
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 1);
+  if (heads128) cfg.hidden_size = 256, cfg.nk = 2, cfg.nv = 4, cfg.dk = 128, cfg.dv = 128;
   slot_env e;
-  env_init(&e, 4, 16);
+  env_init_shape(&e, 6, 24, &cfg);
   uint64_t n0 = 0, ny = 0;
   metrale_qwen3_ssm_layer_set_graphs(e.layer, 0);
   float *want = run_queued_steps(&e, 1, &n0, &ny); /* eager, synced: the plainest form */
@@ -914,12 +945,17 @@ Test(slots, queued_steps_equal_synced_steps, .timeout = 600) {
         uint64_t n = 0, nyr = 0;
         float *got = run_queued_steps(&e, synced, &n, &nyr);
         cr_assert_eq(n, n0);
-        char what[96];
-        snprintf(what, sizeof what, "run %u of %u, %s, %s", r + 1, reps, graphs ? "graphs" : "eager",
-                 synced ? "a sync after each step" : "queued");
+        char what[128];
+        snprintf(what, sizeof what, "heads of %u, run %u of %u, %s, %s", cfg.dk, r + 1, reps,
+                 graphs ? "graphs" : "eager", synced ? "a sync after each step" : "queued");
         bad = expect_same_bits(got, want, n, ny, what);
         free(got);
       }
   free(want);
   env_free(&e);
+}
+
+Test(slots, queued_steps_equal_synced_steps, .timeout = 600) {
+  expect_queued_equal_synced(0);
+  expect_queued_equal_synced(1);
 }
