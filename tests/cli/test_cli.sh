@@ -55,6 +55,9 @@ grep -q '"decode_graphs": false' "$tmp/stdout" && ok || bad "bench --no-graphs d
 bench_layer=(bench --backend cpu --model "$model" --layer 1 --part layer --decode 1 --prefill 16 --samples 2 --warmup 1 --json)
 expect_success bench_second_stream "${bench_layer[@]}"
 grep -q '"second_stream": true' "$tmp/stdout" && ok || bad "a MoE layer on cpu did not fork its shared expert: $(cat "$tmp/stdout")"
+# each case names the kernels one call launched: a layer decode step runs the residual norm
+grep -Eq '"kind": "decode", [^]]*"kernels": \{"norm\.rmsnorm[^}]*"norm\.add_rmsnorm": 1' "$tmp/stdout" && ok ||
+  bad "bench's layer decode does not list norm.add_rmsnorm among its kernels: $(cat "$tmp/stdout")"
 expect_success bench_one_stream "${bench_layer[@]}" --one-stream
 grep -q '"second_stream": false' "$tmp/stdout" && ok || bad "bench --one-stream did not say so: $(cat "$tmp/stdout")"
 expect_success audit audit
@@ -88,6 +91,8 @@ expect_refusal bad_split "${run[@]}" --model "$model" --input "$good_in" --mode 
 expect_refusal bad_part "${run[@]}" --model "$model" --input "$good_in" --part ffn
 expect_success bench_core_slow bench --backend cpu --core --gates slow --prefill 128 --samples 1 --warmup 0 --json
 grep -q '"gates": "slow"' "$tmp/stdout" && ok || bad "bench --core --gates slow did not say so: $(cat "$tmp/stdout")"
+grep -q '"kernels": {"gdn_chunked\.delta_rule_prefill_chunked_prep": 1' "$tmp/stdout" && ok ||
+  bad "bench --core does not list the chunked core's phase 0 among its kernels: $(cat "$tmp/stdout")"
 expect_refusal bench_gates_unknown bench --backend cpu --core --gates sometimes --prefill 128
 expect_refusal bench_gates_without_core bench --backend cpu --gates slow --decode 1 --prefill 8
 expect_refusal bench_model_missing bench --backend cpu --model "$tmp/nope" --decode 1 --prefill 8

@@ -119,3 +119,9 @@ void lt_expect_close(const char *what, const float *got, const float *want, uint
   if (pe && *pe == '1') fprintf(stderr, "error %.3e (tolerance %.1e): %s\n", e, tol, what);
   cr_expect(e <= tol, "%s: relative L2 error %.3e exceeds %.1e", what, e, tol);
 }
+
+void lt_expect_launched(metrale_device *dev, metrale_kernel_id id, const char *why) {
+  if (!metrale_try_kernel(dev, id)) return;
+  const metrale_kernel_info *info = metrale_kernel_info_get(id);
+  cr_expect(metrale_device_launches(dev, id) > 0, "%s.%s was not launched: %s", info->module, info->name, why);
+}

@@ -40,6 +40,10 @@ void lt_run_mode(lt_run *r, run_mode mode, uint32_t split);
 void lt_run_read_states(lt_run *r);
 void lt_run_free(lt_run *r);
 
+/* Expects the kernel to have been launched on dev since the last metrale_device_launches_reset,
+ * where the backend has it (a test that means to reach a path says so with this). */
+void lt_expect_launched(metrale_device *dev, metrale_kernel_id id, const char *why);
+
 double lt_rel_l2(const float *a, const float *b, uint64_t n);
 /* Asserts rel_l2(got, want) <= tol, with a message naming what. */
 void lt_expect_close(const char *what, const float *got, const float *want, uint64_t n, double tol);

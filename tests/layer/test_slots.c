@@ -89,7 +89,10 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
     cfg.nk = 2, cfg.nv = 4, cfg.dk = 128, cfg.dv = 128;
     const uint32_t lens[] = {7, 6, 5, 4, 3, 2, 1};
     float *x = random_x(28ull * cfg.hidden_size, 61 + moe);
+    metrale_device_launches_reset(dev);
     expect_modes_agree(dev, &cfg, 13, METRALE_PART_LAYER, x, lens, 7, 3);
+    lt_expect_launched(dev, METRALE_K_gdn_decode_cluster35, "decode batches 1 to 4 of heads of 128");
+    lt_expect_launched(dev, METRALE_K_gdn_decode_pair35, "decode batches 5 to 7 of heads of 128");
     free(x);
   }
   metrale_device_destroy(dev);
@@ -926,6 +929,7 @@ static void expect_queued_equal_synced(int heads128) {
   if (heads128) cfg.hidden_size = 256, cfg.nk = 2, cfg.nv = 4, cfg.dk = 128, cfg.dv = 128;
   slot_env e;
   env_init_shape(&e, 6, 24, &cfg);
+  metrale_device_launches_reset(e.dev);
   uint64_t n0 = 0, ny = 0;
   metrale_qwen3_ssm_layer_set_graphs(e.layer, 0);
   float *want = run_queued_steps(&e, 1, &n0, &ny); /* eager, synced: the plainest form */
@@ -951,6 +955,12 @@ static void expect_queued_equal_synced(int heads128) {
         bad = expect_same_bits(got, want, n, ny, what);
         free(got);
       }
+  if (heads128) {
+    lt_expect_launched(e.dev, METRALE_K_gdn_decode_cluster35, "queued decode batches 1 and 2 of heads of 128");
+    lt_expect_launched(e.dev, METRALE_K_gdn_decode_pair35, "queued decode batches of 6 of heads of 128");
+  } else {
+    lt_expect_launched(e.dev, METRALE_K_gdn_decode_fused35, "queued decode steps of heads of 32");
+  }
   free(want);
   env_free(&e);
 }

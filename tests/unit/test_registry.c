@@ -126,3 +126,31 @@ Test(registry, no_fp16_environment_clears_the_fp16_flag) {
   cr_expect_eq(c.flags, GPU_CAP_HOPPER | GPU_CAP_UNIFIED_ADDR, "\"1\": flags %#x", c.flags);
   unsetenv("METRALE_NO_FP16");
 }
+
+/* metrale_device_launches counts what metrale_launch issued, per kernel: not an empty grid,
+ * not a launch refused for its arguments; reset starts again from 0. */
+Test(registry, launches_are_counted_per_kernel) {
+  metrale_device_options o = {.backend = "cpu"};
+  metrale_device *dev = NULL;
+  cr_assert_eq(metrale_device_open(&o, &dev), METRALE_OK);
+  gpu_kernel add = 0;
+  cr_assert_eq(metrale_kernel(dev, METRALE_K_add, &add), METRALE_OK);
+  gpu_ptr buf = 0;
+  cr_assert_eq(metrale_alloc(dev, 3 * 64 * 2, &buf), METRALE_OK);
+  const gpu_arg args[] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf + 128), gpu_arg_ptr(buf + 256), gpu_arg_u32(64)};
+  const gpu_dim3 one = {1, 1, 1}, none = {0, 1, 1};
+  for (int i = 0; i < 2; i++) cr_expect_eq(metrale_launch(dev, METRALE_K_add, add, one, NULL, args, 4), METRALE_OK);
+  cr_expect_eq(metrale_launch(dev, METRALE_K_add, add, none, NULL, args, 4), METRALE_OK);
+  metrale_status s = metrale_launch(dev, METRALE_K_add, add, one, NULL, args, 3);
+  cr_expect_eq(metrale_status_consume(s), METRALE_CODE_INVALID_ARGUMENT, "three arguments of four accepted");
+  cr_expect_eq(metrale_device_launches(dev, METRALE_K_add), 2);
+  cr_expect_eq(metrale_device_launches(dev, METRALE_K_rmsnorm), 0);
+  cr_expect_eq(metrale_device_launches(dev, METRALE_K_COUNT), 0, "an id past the manifest counts nothing");
+  metrale_device_launches_reset(dev);
+  cr_expect_eq(metrale_device_launches(dev, METRALE_K_add), 0);
+  cr_expect_eq(metrale_launch(dev, METRALE_K_add, add, one, NULL, args, 4), METRALE_OK);
+  cr_expect_eq(metrale_device_launches(dev, METRALE_K_add), 1);
+  cr_expect_eq(metrale_device_backend(dev)->vt->stream_sync(metrale_device_backend(dev), NULL), METRALE_OK);
+  metrale_free(dev, buf);
+  metrale_device_destroy(dev);
+}

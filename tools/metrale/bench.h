@@ -10,6 +10,13 @@ typedef metrale_status (*bench_fn)(void *ctx);
 metrale_status bench_time(metrale_device *dev, bench_fn fn, void *ctx, int warmup, int samples,
                           double *out_median, double *out_min);
 
+/* The kernels one call of fn launches (metrale_device_launches around it, then a sync), in
+ * manifest order: text "module.name, module.name x2, ..." ("(none)" if none), json
+ * {"module.name": count, ...}; both cut short rather than overrun.  A call replayed from a graph
+ * launches nothing through metrale_launch: give it a call that launches eagerly. */
+metrale_status bench_kernels(metrale_device *dev, bench_fn fn, void *ctx, char *text, size_t text_size, char *json,
+                             size_t json_size);
+
 /* Device copy bandwidth: GB/s counting bytes read + written, over a buffer of `bytes`. */
 metrale_status bench_copy_bandwidth(metrale_device *dev, uint64_t bytes, double *out_gbps);
 /* bf16 GEMM rate of the backend's gemm_bf16 kernel at n x n x n, TFLOP/s. */

@@ -1,4 +1,5 @@
 /* Timing and the device ceilings the benchmark reports against. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "bench.h"
@@ -37,6 +38,37 @@ metrale_status bench_time(metrale_device *dev, bench_fn fn, void *ctx, int warmu
   }
   free(t);
   return s;
+}
+
+/* Appends to buf (of size n, used *at) as snprintf would, never past its end. */
+static void append(char *buf, size_t n, size_t *at, const char *fmt, const char *name, unsigned long long k) {
+  if (*at >= n) return;
+  int w = snprintf(buf + *at, n - *at, fmt, name, k);
+  if (w > 0) *at += (size_t)w < n - *at ? (size_t)w : n - *at - 1;
+}
+
+metrale_status bench_kernels(metrale_device *dev, bench_fn fn, void *ctx, char *text, size_t text_size, char *json,
+                             size_t json_size) {
+  gpu_backend *be = metrale_device_backend(dev);
+  metrale_device_launches_reset(dev);
+  METRALE_RETURN_IF_ERROR(fn(ctx));
+  METRALE_RETURN_IF_ERROR(be->vt->sync(be));
+  size_t t = 0, j = 0;
+  text[0] = '\0';
+  append(json, json_size, &j, "{", "", 0);
+  for (int k = 0; k < METRALE_K_COUNT; k++) {
+    const unsigned long long c = metrale_device_launches(dev, (metrale_kernel_id)k);
+    if (!c) continue;
+    const metrale_kernel_info *info = metrale_kernel_info_get((metrale_kernel_id)k);
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", info->module, info->name);
+    append(text, text_size, &t, t ? ", %s" : "%s", name, 0);
+    if (c > 1) append(text, text_size, &t, "%s x%llu", "", c);
+    append(json, json_size, &j, j > 1 ? ", \"%s\": %llu" : "\"%s\": %llu", name, c);
+  }
+  append(json, json_size, &j, "}", "", 0);
+  if (!t) snprintf(text, text_size, "(none)");
+  return METRALE_OK;
 }
 
 typedef struct copy_ctx {

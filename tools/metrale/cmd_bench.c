@@ -67,6 +67,7 @@ typedef struct result {
   const char *kind;
   uint32_t n;
   double median, min, gbps, tflops;
+  char kernels[1024], kernels_json[2048]; /* what one call launches: bench_kernels */
 } result;
 
 /* ---- --core: the delta-rule prefill alone ------------------------------------------ */
@@ -127,8 +128,9 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
   const uint64_t C = 2ull * nk * dk + (uint64_t)nv * dv;
   if (!json)
     printf("delta-rule prefill core, %u key / %u value heads of %u/%u, one sequence, %s gates: %s\n"
-           "%-8s %12s %12s %10s\n", nk, nv, dk, dv, slow ? "slow" : "fast",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), "tokens", "median ms", "min ms", "TFLOP/s");
+           "%-8s %12s %12s %10s   %s\n", nk, nv, dk, dv, slow ? "slow" : "fast",
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), "tokens", "median ms", "min ms", "TFLOP/s",
+           "kernels one call launches");
   else
     printf("{\"core\": \"%s\", \"gates\": \"%s\", \"flops_per_token\": %.0f, \"results\": [",
            metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), slow ? "slow" : "fast", core_flops_per_token(cfg));
@@ -182,14 +184,16 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     }
     fprintf(stderr, "timing the delta-rule prefill core at %u tokens...\n", T);
     double med = 0, mn = 0;
+    char kt[1024], kj[2048];
+    if (!s) s = bench_kernels(dev, core_once, &c, kt, sizeof kt, kj, sizeof kj);
     if (!s) s = bench_time(dev, core_once, &c, warmup, samples, &med, &mn);
     if (!s) {
       double tf = core_flops_per_token(cfg) * T / med / 1e12;
       if (json)
-        printf("%s{\"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"tflops\": %.3f}", i ? ", " : "", T,
-               med * 1e6, mn * 1e6, tf);
+        printf("%s{\"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"tflops\": %.3f, \"kernels\": %s}",
+               i ? ", " : "", T, med * 1e6, mn * 1e6, tf, kj);
       else
-        printf("%-8u %12.3f %12.3f %10.1f\n", T, med * 1e3, mn * 1e3, tf);
+        printf("%-8u %12.3f %12.3f %10.1f   %s\n", T, med * 1e3, mn * 1e3, tf, kt);
     }
     free(host);
     gpu_ptr bufs[] = {c.qkv, c.o, c.g, c.beta, c.state, c.cu, c.ws};
@@ -334,7 +338,13 @@ int cmd_bench(int argc, char **argv) {
     result *r = &res[nres];
     r->kind = c.decode ? "decode" : "prefill";
     r->n = c.n;
-    s = bench_time(dev, case_once, &c, (int)warmup, (int)samples, &r->median, &r->min);
+    /* the kernels of one call, launched eagerly: a replay would launch none through the device
+     * (a recording holds the same launches, graphs.c); the recordings are made again while
+     * warming up */
+    if (graphs) metrale_qwen3_ssm_layer_set_graphs(layer, 0);
+    s = bench_kernels(dev, case_once, &c, r->kernels, sizeof r->kernels, r->kernels_json, sizeof r->kernels_json);
+    if (graphs) metrale_qwen3_ssm_layer_set_graphs(layer, 1);
+    if (!s) s = bench_time(dev, case_once, &c, (int)warmup, (int)samples, &r->median, &r->min);
     if (s) break;
     double bytes, flops;
     count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, &bytes, &flops);
@@ -353,8 +363,9 @@ int cmd_bench(int argc, char **argv) {
              graphs ? "true" : "false", second ? "true" : "false");
       for (int i = 0; i < nres; i++)
         printf("%s{\"kind\": \"%s\", \"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"gbps\": %.2f, "
-               "\"pct_copy_bw\": %.1f, \"tflops\": %.4f}", i ? ", " : "", res[i].kind, res[i].n,
-               res[i].median * 1e6, res[i].min * 1e6, res[i].gbps, 100 * res[i].gbps / bw, res[i].tflops);
+               "\"pct_copy_bw\": %.1f, \"tflops\": %.4f, \"kernels\": %s}", i ? ", " : "", res[i].kind, res[i].n,
+               res[i].median * 1e6, res[i].min * 1e6, res[i].gbps, 100 * res[i].gbps / bw, res[i].tflops,
+               res[i].kernels_json);
       printf("]}\n");
     } else {
       printf("ceilings measured here: copy %.1f GB/s (read + write), gemm_bf16 %.3f TFLOP/s\n", bw, tf);
@@ -367,6 +378,8 @@ int cmd_bench(int argc, char **argv) {
       for (int i = 0; i < nres; i++)
         printf("%-8s %7u %12.1f %12.1f %10.1f %8.1f%% %10.3f\n", res[i].kind, res[i].n, res[i].median * 1e6,
                res[i].min * 1e6, res[i].gbps, 100 * res[i].gbps / bw, res[i].tflops);
+      printf("kernels one call launches (manifest order):\n");
+      for (int i = 0; i < nres; i++) printf("  %-7s %5u: %s\n", res[i].kind, res[i].n, res[i].kernels);
     }
   }
   if (dev) {

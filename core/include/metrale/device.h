@@ -66,6 +66,13 @@ metrale_status metrale_launch(metrale_device *dev, metrale_kernel_id id, gpu_ker
                               gpu_dim3 grid, gpu_stream stream, const gpu_arg *args,
                               uint32_t nargs);
 
+/* Launches issued through metrale_launch since the device was opened or the counts were reset,
+ * per kernel (empty grids and refused launches are not counted).  A launch recorded into a graph
+ * counts once; replaying the graph launches nothing here.  So the counts say which kernels a call
+ * really ran: the tests check their paths with them, and `metrale bench` reports them. */
+uint64_t metrale_device_launches(const metrale_device *dev, metrale_kernel_id id);
+void metrale_device_launches_reset(metrale_device *dev);
+
 typedef enum metrale_lookup {
   METRALE_LOOKUP_NONE = 0,    /* never looked up */
   METRALE_LOOKUP_PRESENT = 1,

@@ -1,4 +1,5 @@
 /* metrale_device: an opened backend, its kernel handles and the kernel audit. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +9,8 @@
 struct metrale_device {
   gpu_backend *be;
   gpu_kernel handles[METRALE_K_COUNT];
-  uint8_t lookup[METRALE_K_COUNT]; /* metrale_lookup */
+  uint8_t lookup[METRALE_K_COUNT];           /* metrale_lookup */
+  _Atomic uint64_t launches[METRALE_K_COUNT]; /* metrale_device_launches */
 };
 
 static metrale_status open_named(const char *name, const gpu_backend_options *opts,
@@ -72,6 +74,7 @@ metrale_status metrale_device_open(const metrale_device_options *options,
     return METRALE_ERROR(OUT_OF_MEMORY, "device object");
   }
   dev->be = be;
+  for (int k = 0; k < METRALE_K_COUNT; k++) atomic_init(&dev->launches[k], 0);
   *out_device = dev;
   return METRALE_OK;
 }
@@ -153,7 +156,17 @@ metrale_status metrale_launch(metrale_device *dev, metrale_kernel_id id, gpu_ker
   metrale_status s =
       dev->be->vt->launch(dev->be, kernel, grid, block, info->shared_bytes, stream, args, nargs);
   if (s) return metrale_status_annotate(s, "launch of %s.%s", info->module, info->name);
+  atomic_fetch_add_explicit(&dev->launches[id], 1, memory_order_relaxed);
   return METRALE_OK;
+}
+
+uint64_t metrale_device_launches(const metrale_device *dev, metrale_kernel_id id) {
+  if ((int)id < 0 || id >= METRALE_K_COUNT) return 0;
+  return atomic_load_explicit(&dev->launches[id], memory_order_relaxed);
+}
+
+void metrale_device_launches_reset(metrale_device *dev) {
+  for (int k = 0; k < METRALE_K_COUNT; k++) atomic_store_explicit(&dev->launches[k], 0, memory_order_relaxed);
 }
 
 int metrale_device_audit(metrale_device *dev, FILE *out) {
