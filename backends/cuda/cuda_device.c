@@ -173,6 +173,7 @@ static metrale_status read_device(cuda_backend *be) {
   if (major == 9 && minor == 0) caps->flags |= GPU_CAP_HOPPER; /* sm_90a runs on 9.0 only */
   if (unified) caps->flags |= GPU_CAP_UNIFIED_ADDR;
   if (major >= 8) caps->flags |= GPU_CAP_F16_TENSOR; /* fp16 mma at the bf16 rate since Ampere */
+  if (major >= 9) caps->flags |= GPU_CAP_EARLY_START; /* programmatic dependent launch */
   be->max_grid[0] = (uint32_t)gx;
   be->max_grid[1] = (uint32_t)gy;
   be->max_grid[2] = (uint32_t)gz;

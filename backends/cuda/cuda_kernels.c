@@ -266,12 +266,12 @@ metrale_status cuda_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, 
   void **params = cuda_kernels_params(&kp, args, nargs);
   /* early start (kernels.def METRALE_KERNEL_EARLY_START): programmatic dependent launch, the
    * kernel may start while the one before it on the stream still runs and waits for it
-   * itself */
+   * itself; not where the caps lack GPU_CAP_EARLY_START (before sm_90, METRALE_NO_EARLY_START) */
   cuda_launch_attr attr;
   memset(&attr, 0, sizeof attr);
   attr.id = CUDA_DRV_LAUNCH_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION;
   attr.value.programmatic_serialization = 1;
-  const int early = info->early_start && be->base.caps.cc_major >= 9;
+  const int early = info->early_start && (be->base.caps.flags & GPU_CAP_EARLY_START);
   const cuda_launch_config cfg = {.grid_x = grid.x, .grid_y = grid.y, .grid_z = grid.z,
                                   .block_x = block.x, .block_y = block.y, .block_z = block.z,
                                   .shared_bytes = shared_bytes, .stream = cuda_stream_of(be, stream),

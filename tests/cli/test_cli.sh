@@ -67,6 +67,7 @@ for b in cuda hip vulkan; do
 done
 expect_success audit_cpu audit --backend cpu
 grep -q 'gdn          delta_rule_prefill   required  present' "$tmp/stdout" && ok || bad "audit --backend cpu lacks the kernel table"
+grep -q 'early start of the manifest.s early-start rows: no' "$tmp/stdout" && ok || bad "audit --backend cpu does not say the cpu starts nothing early"
 grep -q '^  hidden 2048, 16 key / 32 value heads of 128/128' "$tmp/stdout" && ok || bad "audit --backend cpu lacks the paths at the bench shape"
 # the cpu backend serves every GEMM launch shape, the split cluster tiles too
 grep -q '^  GEMMs of few 128x256 tiles, K split over a cluster: gemm.gemm_bf16_ws_splitk4 gemm.gemm_bf16_ws_splitk8 gemm.gemm_f32in_ws_splitk2 gemm.gemm_bf16_ws64_splitk8 gemm.gemm_f32in_ws64_splitk2$' "$tmp/stdout" && ok ||

@@ -127,6 +127,23 @@ Test(registry, no_fp16_environment_clears_the_fp16_flag) {
   unsetenv("METRALE_NO_FP16");
 }
 
+/* METRALE_NO_EARLY_START clears the early-start flag alone, as METRALE_NO_FP16 does its own. */
+Test(registry, no_early_start_environment_clears_the_early_start_flag) {
+  const uint32_t all = GPU_CAP_HOPPER | GPU_CAP_F16_TENSOR | GPU_CAP_EARLY_START;
+  gpu_caps c = {.flags = all};
+  unsetenv("METRALE_NO_EARLY_START");
+  unsetenv("METRALE_NO_FP16");
+  metrale_caps_apply_env(&c);
+  cr_expect_eq(c.flags, all, "unset: flags %#x", c.flags);
+  setenv("METRALE_NO_EARLY_START", "0", 1);
+  metrale_caps_apply_env(&c);
+  cr_expect_eq(c.flags, all, "\"0\": flags %#x", c.flags);
+  setenv("METRALE_NO_EARLY_START", "1", 1);
+  metrale_caps_apply_env(&c);
+  cr_expect_eq(c.flags, GPU_CAP_HOPPER | GPU_CAP_F16_TENSOR, "\"1\": flags %#x", c.flags);
+  unsetenv("METRALE_NO_EARLY_START");
+}
+
 /* metrale_device_launches counts what metrale_launch issued, per kernel: not an empty grid,
  * not a launch refused for its arguments; reset starts again from 0. */
 Test(registry, launches_are_counted_per_kernel) {

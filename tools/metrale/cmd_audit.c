@@ -44,6 +44,9 @@ static int audit_one(const char *name, int verbose) {
   gpu_caps *caps = &metrale_device_backend(dev)->caps;
   printf("        device: %s, arch %s, %u compute units, subgroup %u, %.1f GB\n", caps->device_name,
          caps->arch, caps->sm_count, caps->subgroup_size, (double)caps->memory_bytes / 1e9);
+  printf("        fp16 products at the bf16 rate: %s; early start of the manifest's early-start rows: %s\n",
+         caps->flags & GPU_CAP_F16_TENSOR ? "yes" : "no (or METRALE_NO_FP16)",
+         caps->flags & GPU_CAP_EARLY_START ? "yes" : "no (or METRALE_NO_EARLY_START)");
   int missing = metrale_device_audit(dev, stdout);
   int rc = CLI_OK;
   if (missing) {

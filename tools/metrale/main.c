@@ -15,7 +15,8 @@ static void usage(FILE *f) {
           "  audit   show the backends, and which kernels a backend provides\n"
           "  bench   time the Qwen3-Next-80B-A3B layer shape against the device's ceilings\n\n"
           "backend selection: --backend auto|cpu|cuda|hip|vulkan, or METRALE_BACKEND\n"
-          "METRALE_NO_FP16=1: no fp16 products (f32-class projections and delta rule)\n",
+          "METRALE_NO_FP16=1: no fp16 products (f32-class projections and delta rule)\n"
+          "METRALE_NO_EARLY_START=1: no kernel starts before the one before it ends\n",
           METRALE_VERSION_STRING);
 }
 

@@ -65,6 +65,10 @@ enum {
    * fp16 copies of weights for them (the prefill's gemm_f16_ws).  The cpu backend has the
    * kernels, as the oracle, but not the speed, so it leaves this clear. */
   GPU_CAP_F16_TENSOR = 1u << 3,
+  /* The backend may start a kernel of the manifest's early-start rows while the kernel before it
+   * on the stream still runs (kernels.def METRALE_KERNEL_EARLY_START; CUDA: programmatic
+   * dependent launch, sm_90 and later).  Clear, the same kernels run one after the other. */
+  GPU_CAP_EARLY_START = 1u << 4,
 };
 
 typedef struct gpu_caps {

@@ -24,11 +24,19 @@ static metrale_status open_named(const char *name, const gpu_backend_options *op
   return METRALE_OK;
 }
 
+/* "1" (any value but "" and "0") */
+static int env_on(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
 /* METRALE_NO_FP16=1: no fp16 products, whatever the backend can do (the layer then keeps
- * f32 x for the projections and the split-product chunked core: docs/numerics.md) */
+ * f32 x for the projections and the split-product chunked core: docs/numerics.md).
+ * METRALE_NO_EARLY_START=1: every kernel waits for the one before it to end (to tell whether
+ * a wrong result comes from a kernel started early: docs/perf-decode.md section 30). */
 void metrale_caps_apply_env(gpu_caps *caps) {
-  const char *no16 = getenv("METRALE_NO_FP16");
-  if (no16 && *no16 && strcmp(no16, "0") != 0) caps->flags &= ~(uint32_t)GPU_CAP_F16_TENSOR;
+  if (env_on("METRALE_NO_FP16")) caps->flags &= ~(uint32_t)GPU_CAP_F16_TENSOR;
+  if (env_on("METRALE_NO_EARLY_START")) caps->flags &= ~(uint32_t)GPU_CAP_EARLY_START;
 }
 
 metrale_status metrale_device_open(const metrale_device_options *options,

@@ -6,14 +6,13 @@
 #   u  usual_launch.patch: add_rmsnorm launched as usual again (the failing form)
 #   a  u + rmsnorm_no_trigger.patch: the input norms no longer let the next launch start early
 #   b  u + add_rmsnorm_no_trigger.patch: add_rmsnorm no longer lets the next launch start early
-#   e  u + no_early_start.patch: no programmatic launch at all
+#   e  u run with METRALE_NO_EARLY_START=1: no programmatic launch at all (no build of its own)
 # Prepare (development machine):
 #   rm -rf .carry/var; P=docs/bench/next
 #   scripts/device-prepare.sh m
 #   CUBINS=1 scripts/device-prepare.sh u $P/usual_launch.patch
 #   scripts/device-prepare.sh a $P/usual_launch.patch $P/rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh b $P/usual_launch.patch $P/add_rmsnorm_no_trigger.patch
-#   scripts/device-prepare.sh e $P/usual_launch.patch $P/no_early_start.patch
 # (one after another: they share the worktree list).  Run with carry [".carry"] (~8 min):
 #   bash docs/bench/next/call1/bisect.sh
 # Reading it: if u passes every round, the race is rare and this says little; if u fails and
@@ -23,24 +22,31 @@ cd "$(dirname "$0")/../../../.."
 CALL=c2bisect
 . scripts/device-call.sh
 export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
+# V VARIANT CMD...: CMD with VARIANT's build in .carry/var; e is u's with METRALE_NO_EARLY_START=1
+V() {
+  local v=$1
+  shift
+  if [ "$v" = e ]; then run u env METRALE_NO_EARLY_START=1 "$@"; else run "$v" "$@"; fi
+}
+dir() { [ "$1" = e ] && echo .carry/var/u || echo ".carry/var/$1"; }
 for round in 1 2; do
   vs="m u a b e"; [ $round = 2 ] && vs="m u"
   for v in $vs; do
-    run $v timeout 60 .carry/var/$v/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
+    V $v timeout 60 $(dir $v)/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
     echo "$v round $round rc=$? $(tail -1 $O/layer_${v}_$round.txt)" >> $O/log.txt
   done
 done
 el bisect
 # the queued and repeated decode steps (tests/layer/test_slots.c), 100 runs of each form: a race
 # that the suite's single runs may miss
-for v in m u; do
-  run $v env METRALE_TEST_REPEAT=100 timeout 90 .carry/var/$v/metrale_layer_tests --filter 'slots/queued*' > $O/queued_$v.txt 2>&1
+for v in m u e; do
+  V $v env METRALE_TEST_REPEAT=100 timeout 90 $(dir $v)/metrale_layer_tests --filter 'slots/queued*' > $O/queued_$v.txt 2>&1
   echo "$v queued x100 rc=$? $(tail -1 $O/queued_$v.txt)" >> $O/log.txt
 done
 el queued
 # what each costs (the bench's layer decode, MoE a3b shape, graphs)
 for v in m u a b e; do
-  run $v timeout 40 .carry/var/$v/metrale bench --backend cuda --part layer --decode 1,2,4,8,16 --prefill 4096 --samples 15 --json > $O/${v}_layer.json 2>>$O/stderr.txt
+  V $v timeout 40 $(dir $v)/metrale bench --backend cuda --part layer --decode 1,2,4,8,16 --prefill 4096 --samples 15 --json > $O/${v}_layer.json 2>>$O/stderr.txt
 done
 el benches
 # u alone on the GPU (no other test process beside it), and its dense fixture under initcheck
