@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "metrale/device.h"
 #include "registry.h"
@@ -169,5 +170,19 @@ Test(registry, launches_are_counted_per_kernel) {
   cr_expect_eq(metrale_device_launches(dev, METRALE_K_add), 1);
   cr_expect_eq(metrale_device_backend(dev)->vt->stream_sync(metrale_device_backend(dev), NULL), METRALE_OK);
   metrale_free(dev, buf);
+  /* METRALE_LAUNCH_LOG: the counts, a line a launched kernel, appended at destroy */
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/metrale-launch-log-%d.txt", (int)getpid());
+  remove(path);
+  setenv("METRALE_LAUNCH_LOG", path, 1);
   metrale_device_destroy(dev);
+  unsetenv("METRALE_LAUNCH_LOG");
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "METRALE_LAUNCH_LOG wrote no file");
+  char line[128] = "";
+  cr_expect_not_null(fgets(line, sizeof line, f));
+  cr_expect_str_eq(line, "cpu elementwise.add 1\n");
+  cr_expect_null(fgets(line, sizeof line, f), "a second line: %s", line);
+  fclose(f);
+  remove(path);
 }

@@ -1,5 +1,6 @@
 /* metrale_device: an opened backend, its kernel handles and the kernel audit. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,8 +93,24 @@ int metrale_device_has_graphs(const metrale_device *dev) {
   return vt->graph_begin && vt->graph_end && vt->graph_launch && vt->graph_destroy;
 }
 
+/* METRALE_LAUNCH_LOG=FILE: at destroy, one line a launched kernel appended to FILE, "backend
+ * module.name count" (which kernels a program or a test suite reached; DEVELOPERS.md). */
+static void log_launches(const metrale_device *dev) {
+  const char *path = getenv("METRALE_LAUNCH_LOG");
+  if (!path || !*path) return;
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  for (int k = 0; k < METRALE_K_COUNT; k++) {
+    const uint64_t c = metrale_device_launches(dev, (metrale_kernel_id)k);
+    const metrale_kernel_info *info = metrale_kernel_info_get((metrale_kernel_id)k);
+    if (c) fprintf(f, "%s %s.%s %llu\n", dev->be->name, info->module, info->name, (unsigned long long)c);
+  }
+  fclose(f);
+}
+
 void metrale_device_destroy(metrale_device *dev) {
   if (!dev) return;
+  log_launches(dev);
   if (dev->be) dev->be->vt->destroy(dev->be);
   free(dev);
 }

@@ -32,11 +32,14 @@ dir() { [ "$1" = e ] && echo .carry/var/u || echo ".carry/var/$1"; }
 for round in 1 2; do
   vs="m u a b e"; [ $round = 2 ] && vs="m u"
   for v in $vs; do
-    V $v timeout 60 $(dir $v)/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
+    V $v env METRALE_LAUNCH_LOG=$O/launches_${v}_$round.txt timeout 60 $(dir $v)/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
     echo "$v round $round rc=$? $(tail -1 $O/layer_${v}_$round.txt)" >> $O/log.txt
   done
 done
 el bisect
+# which of main's cuda kernels the layer suite reached (scripts/launch-coverage.py)
+run m .carry/var/m/metrale audit --backend cuda > $O/audit_cuda_m.txt 2>&1
+python3 scripts/launch-coverage.py $O/audit_cuda_m.txt $O/launches_m_1.txt cuda >> $O/log.txt 2>&1
 # the queued and repeated decode steps (tests/layer/test_slots.c), 100 runs of each form: a race
 # that the suite's single runs may miss
 for v in m u e; do

@@ -38,8 +38,10 @@ if [ "$PART" = cuda ]; then
   export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
   run m timeout $(tl 150) .carry/var/m/metrale_conformance --jobs 8 > $O/conf_cuda_m.txt 2>&1
   echo "m cuda conformance rc=$? $(tail -1 $O/conf_cuda_m.txt)" >> $O/log.txt
-  run m timeout $(tl 120) .carry/var/m/metrale_layer_tests --jobs 4 > $O/layer_cuda_m.txt 2>&1
+  run m env METRALE_LAUNCH_LOG=$O/launches_layer_m.txt timeout $(tl 120) .carry/var/m/metrale_layer_tests --jobs 4 > $O/layer_cuda_m.txt 2>&1
   echo "m cuda layer rc=$? $(tail -1 $O/layer_cuda_m.txt)" >> $O/log.txt
+  run m .carry/var/m/metrale audit --backend cuda > $O/audit_cuda_m.txt 2>&1
+  python3 scripts/launch-coverage.py $O/audit_cuda_m.txt $O/launches_layer_m.txt cuda >> $O/log.txt 2>&1
   el cuda suites
 
   run m timeout $(tl 90) .carry/var/m/metrale bench --backend cuda --samples 15 --json > $O/cuda_mixer.json 2>>$O/stderr.txt
