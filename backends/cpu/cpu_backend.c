@@ -118,6 +118,18 @@ static void fill_caps(gpu_caps *caps) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   caps->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
   caps->flags = GPU_CAP_HOST_MEMORY;
+  /* METRALE_CPU_AS_GPU=N: report N compute units and fp16 products at the bf16 rate, so that the
+   * layer's path rules (ops.c) pick what a GPU of N multiprocessors picks (132: the H200) while
+   * the kernels stay this backend's; the tests run so to reach the GPU paths' launches on CI */
+  const char *as = getenv("METRALE_CPU_AS_GPU");
+  if (as && *as) {
+    char *end = NULL;
+    const unsigned long n = strtoul(as, &end, 10);
+    if (end && *end == '\0' && n >= 1 && n <= 4096) {
+      caps->sm_count = (uint32_t)n;
+      caps->flags |= GPU_CAP_F16_TENSOR;
+    }
+  }
 }
 
 static metrale_status cpu_create(const gpu_backend_options *options, gpu_backend **out_backend) {

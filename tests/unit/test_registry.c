@@ -186,3 +186,27 @@ Test(registry, launches_are_counted_per_kernel) {
   fclose(f);
   remove(path);
 }
+
+/* METRALE_CPU_AS_GPU=N: the cpu reports N compute units and the fp16 rate (a GPU's path rules
+ * over the cpu's kernels); a value that is not 1..4096 leaves its own caps. */
+Test(registry, cpu_as_gpu_reports_its_compute_units) {
+  static const struct {
+    const char *value;
+    uint32_t sms; /* 0: the cpu's own */
+  } cases[] = {{"132", 132}, {"1", 1}, {"0", 0}, {"4097", 0}, {"12x", 0}, {"", 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv("METRALE_CPU_AS_GPU", cases[i].value, 1);
+    metrale_device_options o = {.backend = "cpu"};
+    metrale_device *dev = NULL;
+    cr_assert_eq(metrale_device_open(&o, &dev), METRALE_OK);
+    const gpu_caps *c = &metrale_device_backend(dev)->caps;
+    if (cases[i].sms) {
+      cr_expect_eq(c->sm_count, cases[i].sms, "\"%s\": %u compute units", cases[i].value, c->sm_count);
+      cr_expect(c->flags & GPU_CAP_F16_TENSOR, "\"%s\": no fp16 rate", cases[i].value);
+    } else {
+      cr_expect(!(c->flags & GPU_CAP_F16_TENSOR), "\"%s\" taken: flags %#x", cases[i].value, c->flags);
+    }
+    metrale_device_destroy(dev);
+  }
+  unsetenv("METRALE_CPU_AS_GPU");
+}
