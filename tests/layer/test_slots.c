@@ -41,10 +41,11 @@ static float *random_x(uint64_t n, uint64_t seed) {
   } while (0)
 
 /* Runs the sequences (one slot each) as one prefill, token by token through decode, and as a
- * split at `split` tokens, and expects the outputs and final states to agree within 5e-3. */
-static void expect_modes_agree(metrale_device *dev, const metrale_qwen3_config *cfg, uint64_t seed,
-                               metrale_part part, const float *x, const uint32_t *lens, uint32_t nseq,
-                               uint32_t split) {
+ * split at `split` tokens, and expects the final states to agree within 5e-3 and the outputs
+ * within tol_y. */
+static void expect_modes_agree_tol(metrale_device *dev, const metrale_qwen3_config *cfg, uint64_t seed,
+                                   metrale_part part, const float *x, const uint32_t *lens, uint32_t nseq,
+                                   uint32_t split, double tol_y) {
   lt_run ref, dec, spl;
   lt_run_init(&ref, dev, NULL, cfg, seed, part, x, lens, nseq, nseq);
   lt_run_init(&dec, dev, NULL, cfg, seed, part, x, lens, nseq, nseq);
@@ -54,12 +55,19 @@ static void expect_modes_agree(metrale_device *dev, const metrale_qwen3_config *
   lt_run_mode(&spl, MODE_SPLIT, split);
   lt_run_read_states(&ref), lt_run_read_states(&dec), lt_run_read_states(&spl);
   const uint64_t n = ref.T * cfg->hidden_size;
-  lt_expect_close("decode output", dec.c.y, ref.c.y, n, 5e-3);
+  lt_expect_close("decode output", dec.c.y, ref.c.y, n, tol_y);
   lt_expect_close("decode recurrent state", dec.rec, ref.rec, ref.rf * nseq, 5e-3);
   lt_expect_close("decode conv state", dec.conv, ref.conv, ref.cf * nseq, 5e-3);
-  lt_expect_close("split output", spl.c.y, ref.c.y, n, 5e-3);
+  lt_expect_close("split output", spl.c.y, ref.c.y, n, tol_y);
   lt_expect_close("split recurrent state", spl.rec, ref.rec, ref.rf * nseq, 5e-3);
   lt_run_free(&ref), lt_run_free(&dec), lt_run_free(&spl);
+}
+
+/* ... outputs within 5e-3 too */
+static void expect_modes_agree(metrale_device *dev, const metrale_qwen3_config *cfg, uint64_t seed,
+                               metrale_part part, const float *x, const uint32_t *lens, uint32_t nseq,
+                               uint32_t split) {
+  expect_modes_agree_tol(dev, cfg, seed, part, x, lens, nseq, split, 5e-3);
 }
 
 Test(modes, decode_and_split_equal_prefill) {
@@ -95,6 +103,36 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
     lt_expect_launched(dev, METRALE_K_gdn_decode_pair35, "decode batches 5 to 7 of heads of 128");
     free(x);
   }
+  metrale_device_destroy(dev);
+}
+
+/* The bench's layer (hidden 2048, 16 key / 32 value heads of 128, experts 512 wide, top 10, a
+ * shared expert 512 wide), with 64 experts instead of 512 to keep the weights at 0.5 GB: the
+ * shapes every issue-6 figure is measured at, which no fixture has.  Decoded, the layer agrees
+ * with a prefill of the same tokens and with prefill calls of a few tokens.
+ * The outputs within the layer's bound against transformers (LAYER_TOL), not 5e-3: at this width
+ * the prefill's z projection rounds x to bf16 (gemm_f32in_hi_ws, docs/numerics.md) and its routed
+ * experts' outputs are bf16 (op_moe_experts) where decode keeps f32, and a router's near tie can
+ * pick another expert (on the cpu the mixer alone differs by 3.4e-3, the layer by 4-8e-3). */
+Test(modes, bench_shape_decode_equals_prefill, .timeout = 1200) {
+  metrale_device *dev = lt_open_device();
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 1);
+  cfg.hidden_size = 2048;
+  cfg.nk = 16, cfg.nv = 32, cfg.dk = 128, cfg.dv = 128;
+  cfg.num_experts = 64, cfg.num_experts_per_tok = 10, cfg.moe_intermediate_size = 512;
+  cfg.shared_expert_intermediate_size = 512;
+  metrale_device_launches_reset(dev);
+  /* two of 64 tokens: the chunked core in the prefill, then decode batch 2; eight short ones:
+   * decode batches 8, 8, 8, 5, 2 */
+  const uint32_t long_lens[] = {64, 64}, short_lens[] = {5, 5, 4, 4, 4, 3, 3, 3};
+  float *x = random_x(128ull * cfg.hidden_size, 83);
+  expect_modes_agree_tol(dev, &cfg, 19, METRALE_PART_LAYER, x, long_lens, 2, 48, LAYER_TOL);
+  expect_modes_agree_tol(dev, &cfg, 23, METRALE_PART_LAYER, x, short_lens, 8, 3, LAYER_TOL);
+  free(x);
+  lt_expect_launched(dev, METRALE_K_gdn_decode_cluster35, "decode batch 2 at the bench's heads");
+  lt_expect_launched(dev, METRALE_K_gdn_decode_pair35, "decode batches 8 and 5 at the bench's heads");
+  lt_expect_launched(dev, METRALE_K_moe_router_topk_rows, "the router of decode batches 8 and 5");
   metrale_device_destroy(dev);
 }
 
