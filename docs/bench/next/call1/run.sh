@@ -51,6 +51,12 @@ elif [ "$PART" = vkcheck ]; then
   vulkan_env
   run m .carry/var/m/metrale audit --backend vulkan > $O/audit_vulkan.txt 2>&1
   echo "m vulkan audit rc=$? $(head -1 $O/audit_vulkan.txt)" >> $O/log.txt
+  # the loader's own account of the ICD (the failure of 2026-12-05 is a known one in containers
+  # without the driver's graphics libraries: nvidia-container-toolkit issue 191), and what of
+  # NVIDIA's user-space driver the machine has
+  VK_LOADER_DEBUG=error,warn,driver run m .carry/var/m/metrale audit --backend vulkan > $O/vulkan_loader_debug.txt 2>&1
+  ls -l /usr/lib/x86_64-linux-gnu/ | grep -i "nvidia\|GLX\|EGL\|GLdispatch" > $O/vulkan_nvidia_libs.txt 2>&1
+  echo "NVIDIA_DRIVER_CAPABILITIES=${NVIDIA_DRIVER_CAPABILITIES:-unset}" >> $O/vulkan_nvidia_libs.txt
   METRALE_TEST_REQUIRE_BACKEND=1 run m timeout $(tl 60) .carry/var/m/vulkan_device > $O/vulkan_device.txt 2>&1
   echo "m vulkan_device rc=$? $(tail -1 $O/vulkan_device.txt)" >> $O/log.txt
 elif [ "$PART" = vksuites ]; then
