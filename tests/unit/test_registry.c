@@ -111,38 +111,28 @@ Test(registry, required_kernel_missing_is_named) {
   metrale_device_destroy(dev);
 }
 
-/* METRALE_NO_FP16 clears the fp16 flag (the layer's fp16 paths follow it); unset or "0"
- * leaves the backend's caps alone. */
-Test(registry, no_fp16_environment_clears_the_fp16_flag) {
-  const uint32_t all = GPU_CAP_HOPPER | GPU_CAP_UNIFIED_ADDR | GPU_CAP_F16_TENSOR;
-  gpu_caps c = {.flags = all};
-  unsetenv("METRALE_NO_FP16");
-  metrale_caps_apply_env(&c);
-  cr_expect_eq(c.flags, all, "unset: flags %#x", c.flags);
-  setenv("METRALE_NO_FP16", "0", 1);
-  metrale_caps_apply_env(&c);
-  cr_expect_eq(c.flags, all, "\"0\": flags %#x", c.flags);
-  setenv("METRALE_NO_FP16", "1", 1);
-  metrale_caps_apply_env(&c);
-  cr_expect_eq(c.flags, GPU_CAP_HOPPER | GPU_CAP_UNIFIED_ADDR, "\"1\": flags %#x", c.flags);
-  unsetenv("METRALE_NO_FP16");
-}
-
-/* METRALE_NO_EARLY_START clears the early-start flag alone, as METRALE_NO_FP16 does its own. */
-Test(registry, no_early_start_environment_clears_the_early_start_flag) {
-  const uint32_t all = GPU_CAP_HOPPER | GPU_CAP_F16_TENSOR | GPU_CAP_EARLY_START;
-  gpu_caps c = {.flags = all};
-  unsetenv("METRALE_NO_EARLY_START");
-  unsetenv("METRALE_NO_FP16");
-  metrale_caps_apply_env(&c);
-  cr_expect_eq(c.flags, all, "unset: flags %#x", c.flags);
-  setenv("METRALE_NO_EARLY_START", "0", 1);
-  metrale_caps_apply_env(&c);
-  cr_expect_eq(c.flags, all, "\"0\": flags %#x", c.flags);
-  setenv("METRALE_NO_EARLY_START", "1", 1);
-  metrale_caps_apply_env(&c);
-  cr_expect_eq(c.flags, GPU_CAP_HOPPER | GPU_CAP_F16_TENSOR, "\"1\": flags %#x", c.flags);
-  unsetenv("METRALE_NO_EARLY_START");
+/* Each of these variables clears its flag alone when set to anything but "" or "0", and leaves
+ * the backend's caps alone otherwise: METRALE_NO_FP16 the fp16 rate (the layer's fp16 paths
+ * follow it), METRALE_NO_EARLY_START early start. */
+Test(registry, environment_clears_one_flag_each) {
+  static const struct {
+    const char *var;
+    uint32_t flag;
+  } vars[] = {{"METRALE_NO_FP16", GPU_CAP_F16_TENSOR}, {"METRALE_NO_EARLY_START", GPU_CAP_EARLY_START}};
+  const uint32_t all = GPU_CAP_HOPPER | GPU_CAP_UNIFIED_ADDR | GPU_CAP_F16_TENSOR | GPU_CAP_EARLY_START;
+  for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) unsetenv(vars[v].var);
+  for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
+    gpu_caps c = {.flags = all};
+    metrale_caps_apply_env(&c);
+    cr_expect_eq(c.flags, all, "%s unset: flags %#x", vars[v].var, c.flags);
+    setenv(vars[v].var, "0", 1);
+    metrale_caps_apply_env(&c);
+    cr_expect_eq(c.flags, all, "%s=0: flags %#x", vars[v].var, c.flags);
+    setenv(vars[v].var, "1", 1);
+    metrale_caps_apply_env(&c);
+    cr_expect_eq(c.flags, all & ~vars[v].flag, "%s=1: flags %#x", vars[v].var, c.flags);
+    unsetenv(vars[v].var);
+  }
 }
 
 /* metrale_device_launches counts what metrale_launch issued, per kernel: not an empty grid,
