@@ -6,6 +6,8 @@
 #   u  usual_launch.patch: add_rmsnorm launched as usual again (the failing form)
 #   a  u + rmsnorm_no_trigger.patch: the input norms no longer let the next launch start early
 #   b  u + add_rmsnorm_no_trigger.patch: add_rmsnorm no longer lets the next launch start early
+#   c  u + add_rmsnorm_ldcg.patch: add_rmsnorm reads its inputs past L1 (ld.global.cg): whether a
+#      stale L1 line explains it
 #   e  u run with METRALE_NO_EARLY_START=1: no programmatic launch at all (no build of its own)
 # Prepare (development machine):
 #   rm -rf .carry/var; P=docs/bench/next
@@ -13,6 +15,7 @@
 #   CUBINS=1 scripts/device-prepare.sh u $P/usual_launch.patch
 #   scripts/device-prepare.sh a $P/usual_launch.patch $P/rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh b $P/usual_launch.patch $P/add_rmsnorm_no_trigger.patch
+#   scripts/device-prepare.sh c $P/usual_launch.patch $P/add_rmsnorm_ldcg.patch
 # (one after another: they share the worktree list).  Run with carry [".carry"] (~8 min):
 #   bash docs/bench/next/call1/bisect.sh
 # Reading it: if u passes every round, the race is rare and this says little; if u fails and
@@ -30,7 +33,7 @@ V() {
 }
 dir() { [ "$1" = e ] && echo .carry/var/u || echo ".carry/var/$1"; }
 for round in 1 2; do
-  vs="m u a b e"; [ $round = 2 ] && vs="m u"
+  vs="m u a b c e"; [ $round = 2 ] && vs="m u"
   for v in $vs; do
     V $v env METRALE_LAUNCH_LOG=$O/launches_${v}_$round.txt timeout 60 $(dir $v)/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
     echo "$v round $round rc=$? $(tail -1 $O/layer_${v}_$round.txt)" >> $O/log.txt
@@ -48,7 +51,7 @@ for v in m u e; do
 done
 el queued
 # what each costs (the bench's layer decode, MoE a3b shape, graphs)
-for v in m u a b e; do
+for v in m u a b c e; do
   V $v timeout 40 $(dir $v)/metrale bench --backend cuda --part layer --decode 1,2,4,8,16 --prefill 4096 --samples 15 --json > $O/${v}_layer.json 2>>$O/stderr.txt
 done
 el benches
