@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Reads `cuobjdump -sass` listings of the CUDA kernels and checks the early-start contract in
-the machine code (kernels.def, METRALE_KERNEL_EARLY_START: nothing but L2 prefetches touches
+"""Reads `cuobjdump -sass` listings (or PTX) of the CUDA kernels and checks the early-start
+contract in the code (kernels.def, METRALE_KERNEL_EARLY_START: nothing but L2 prefetches touches
 global memory before griddepcontrol.wait).
 
     cuobjdump -sass kernels/*.sm_90a.cubin > sass.txt      (on the device: this machine has no
     scripts/sass-pdl-check.py sass.txt [kernels.def]        cuobjdump)
+
+    nvcc -ptx -arch=sm_90a ... kernels/cuda/gemm.cu -o gemm.ptx   (anywhere nvcc is: the compiler's
+    scripts/sass-pdl-check.py gemm.ptx ... [kernels.def]           order before ptxas schedules)
 
 For each kernel it prints where griddepcontrol.wait (SASS ACQBULK) and launch_dependents
 (PREEXIT) first appear and every global memory instruction laid out before the first ACQBULK.
@@ -22,6 +25,24 @@ GLOBAL_OPS = ("LDG", "STG", "ATOMG", "ATOM", "RED", "LD", "ST", "LDGSTS", "UTMAL
               "UBLKCP", "UTMAREDG", "SUATOM", "SULD", "SUST")
 FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)")
 INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)\s*(.*?);")
+# PTX: an entry, and an instruction as "opcode" (its first dotted word) with the rest; the wait and
+# the trigger are named as in SASS, and global (or generic) accesses by the same opcodes
+PTX_FUNC = re.compile(r"^\.(?:visible|weak)\s+\.entry\s+(\w+)\s*\(")
+PTX_INSN = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][a-z0-9_]*)((?:\.[a-z0-9_:]+)*)\s*(.*?);")
+PTX_GLOBAL = re.compile(r"^(ld|st|atom|red|cp\.async|cp\.reduce\.async)(\.(global|u|s|b|f)|\.bulk|\b)")
+
+
+def ptx_op(op, mods):
+    """The SASS name of a PTX instruction the check cares about, else the PTX opcode."""
+    full = op + mods
+    if full.startswith("griddepcontrol.wait"):
+        return "ACQBULK"
+    if full.startswith("griddepcontrol.launch_dependents"):
+        return "PREEXIT"
+    if PTX_GLOBAL.match(full) and ".shared" not in full and ".param" not in full and ".const" not in full \
+            and ".local" not in full:
+        return "LDG" if full.startswith(("ld", "cp")) else "STG"
+    return "ptx." + op  # not among GLOBAL_OPS
 
 
 def early_start_ids(path):
@@ -35,18 +56,25 @@ def early_start_ids(path):
 
 
 def read_listing(paths):
+    """name -> [(position, SASS-like opcode, full text, operands)] from SASS or PTX listings."""
     funcs = {}
     cur = None
     for p in paths:
         with open(p, errors="replace") as f:
             for line in f:
-                m = FUNC.match(line)
+                m = FUNC.match(line) or PTX_FUNC.match(line)
                 if m:
                     cur = funcs.setdefault(m.group(1), [])
                     continue
+                if cur is None:
+                    continue
                 m = INSN.match(line)
-                if m and cur is not None:
+                if m:
                     cur.append((int(m.group(1), 16), m.group(2), m.group(2) + m.group(3), m.group(4).strip()))
+                    continue
+                m = PTX_INSN.match(line)
+                if m:
+                    cur.append((len(cur), ptx_op(m.group(1), m.group(2)), m.group(1) + m.group(2), m.group(3).strip()))
     return funcs
 
 
@@ -54,12 +82,12 @@ def main(argv):
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    listing = argv[1]
-    kdef = argv[2] if len(argv) > 2 else "core/include/metrale/kernels.def"
+    listings = [a for a in argv[1:] if not a.endswith(".def")]
+    kdef = next((a for a in argv[1:] if a.endswith(".def")), "core/include/metrale/kernels.def")
     early = set(early_start_ids(kdef))
-    funcs = read_listing([listing])
+    funcs = read_listing(listings)
     if not funcs or not early:
-        print(f"nothing read: {len(funcs)} functions in {listing}, {len(early)} early-start rows in {kdef}",
+        print(f"nothing read: {len(funcs)} functions in {' '.join(listings)}, {len(early)} early-start rows in {kdef}",
               file=sys.stderr)
         return 2
     suspect = 0
