@@ -1,6 +1,7 @@
 /* Timing and the device ceilings the benchmark reports against. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
 #include "ops/ops.h"
@@ -53,9 +54,11 @@ metrale_status bench_kernels(metrale_device *dev, bench_fn fn, void *ctx, char *
   metrale_device_launches_reset(dev);
   METRALE_RETURN_IF_ERROR(fn(ctx));
   METRALE_RETURN_IF_ERROR(be->vt->sync(be));
+  if (text_size < 8 || json_size < 8) return METRALE_ERROR(INVALID_ARGUMENT, "bench_kernels: buffers too small");
   size_t t = 0, j = 0;
+  const size_t json_room = json_size - 2; /* the closing brace always fits: the object stays valid */
   text[0] = '\0';
-  append(json, json_size, &j, "{", "", 0);
+  append(json, json_room, &j, "{", "", 0);
   for (int k = 0; k < METRALE_K_COUNT; k++) {
     const unsigned long long c = metrale_device_launches(dev, (metrale_kernel_id)k);
     if (!c) continue;
@@ -64,7 +67,10 @@ metrale_status bench_kernels(metrale_device *dev, bench_fn fn, void *ctx, char *
     snprintf(name, sizeof name, "%s.%s", info->module, info->name);
     append(text, text_size, &t, t ? ", %s" : "%s", name, 0);
     if (c > 1) append(text, text_size, &t, "%s x%llu", "", c);
-    append(json, json_size, &j, j > 1 ? ", \"%s\": %llu" : "\"%s\": %llu", name, c);
+    /* whole entries only, or none */
+    char entry[160];
+    snprintf(entry, sizeof entry, j > 1 ? ", \"%s\": %llu" : "\"%s\": %llu", name, c);
+    if (j + strlen(entry) < json_room) append(json, json_room, &j, "%s", entry, 0);
   }
   append(json, json_size, &j, "}", "", 0);
   if (!t) snprintf(text, text_size, "(none)");

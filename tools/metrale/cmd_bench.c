@@ -67,7 +67,7 @@ typedef struct result {
   const char *kind;
   uint32_t n;
   double median, min, gbps, tflops;
-  char kernels[1024], kernels_json[2048]; /* what one call launches: bench_kernels */
+  char kernels[4096], kernels_json[6144]; /* what one call launches: bench_kernels (every manifest row fits) */
 } result;
 
 /* ---- --core: the delta-rule prefill alone ------------------------------------------ */
@@ -184,7 +184,7 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     }
     fprintf(stderr, "timing the delta-rule prefill core at %u tokens...\n", T);
     double med = 0, mn = 0;
-    char kt[1024], kj[2048];
+    char kt[4096], kj[6144];
     if (!s) s = bench_kernels(dev, core_once, &c, kt, sizeof kt, kj, sizeof kj);
     if (!s) s = bench_time(dev, core_once, &c, warmup, samples, &med, &mn);
     if (!s) {
@@ -328,8 +328,9 @@ int cmd_bench(int argc, char **argv) {
   if (!s) s = metrale_alloc(dev, (uint64_t)maxn * cfg.hidden_size * 2, &c.y);
   if (!s) s = fill_inputs(be, c.x, (uint64_t)maxn * cfg.hidden_size, part);
 
-  result res[32];
+  result *res = calloc(32, sizeof *res); /* --decode and --prefill take 16 each */
   int nres = 0;
+  if (!s && !res) s = METRALE_ERROR(OUT_OF_MEMORY, "bench results");
   for (int i = 0; i < ndec + npre && !s; i++) {
     c.decode = i < ndec;
     c.n = c.decode ? dec[i] : pre[i - ndec];
@@ -387,6 +388,7 @@ int cmd_bench(int argc, char **argv) {
     metrale_free(dev, c.y);
   }
   free(slots);
+  free(res);
   metrale_state_pool_destroy(pool);
   metrale_qwen3_ssm_layer_destroy(layer);
   metrale_device_destroy(dev);
