@@ -3,6 +3,8 @@
 #   run V CMD...        CMD with build V's libraries and backends (.carry/var/V) first
 #   B V ARGS...         `metrale bench --backend cuda ARGS` of build V (200 s at most)
 #   el WHAT             a line "[seconds since the start] WHAT" in the call's log
+#   tl S                S, or what is left of BUDGET s (560 unless set) if less: a step's timeout,
+#                       so that finish always runs inside one `run`'s 10 minutes
 #   finish              the JSON summaries into the log, the call's folder packed as $OUT/$CALL.tgz
 # The builds are carried in .carry/var/<V>/ (metrale, the test binaries, libmetrale*.so and the
 # backend modules); .carry/lib holds the test binaries' shared libraries (Criterion's).
@@ -11,6 +13,11 @@ mkdir -p "$O"
 T0=$(date +%s)
 date -u > "$O/log.txt"
 el() { echo "[$(($(date +%s) - T0))s] $*" >> "$O/log.txt"; }
+tl() {
+  local left=$((${BUDGET:-560} - ($(date +%s) - T0)))
+  [ $left -lt 5 ] && left=5
+  [ "$1" -lt $left ] && echo "$1" || echo $left
+}
 run() {
   local v=$1
   shift

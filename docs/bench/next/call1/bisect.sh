@@ -16,13 +16,18 @@
 #   scripts/device-prepare.sh a $P/usual_launch.patch $P/rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh b $P/usual_launch.patch $P/add_rmsnorm_no_trigger.patch
 #   scripts/device-prepare.sh c $P/usual_launch.patch $P/add_rmsnorm_ldcg.patch
-# (one after another: they share the worktree list).  Run with carry [".carry"] (~8 min):
-#   bash docs/bench/next/call1/bisect.sh
-# Reading it: if u passes every round, the race is rare and this says little; if u fails and
-# b passes, the kernel after add_rmsnorm does not wait for it; if e fails too, it is not the
-# early start at all.
+# (one after another: they share the worktree list).  Two parts, each inside one `run`'s 10
+# minutes (every timeout cut to BUDGET s, 560 unless set), carry [".carry"]:
+#   bash docs/bench/next/call1/bisect.sh suites   # the layer suite of every variant, the queued
+#                                                 # steps 100 times, the SASS check
+#   bash docs/bench/next/call1/bisect.sh rest     # the layer bench of every variant, u alone and
+#                                                 # under initcheck and memcheck
+# Reading it: if u passes every round and its queued steps too, the race is rare and this says
+# little; if u fails and b passes, the kernel after add_rmsnorm does not wait for it; if c passes,
+# a stale L1 line of the step before is read; if e fails too, it is not the early start at all.
 cd "$(dirname "$0")/../../../.."
-CALL=c2bisect
+PART=${1:?suites or rest}
+CALL=c2$PART
 . scripts/device-call.sh
 export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
 # V VARIANT CMD...: CMD with VARIANT's build in .carry/var; e is u's with METRALE_NO_EARLY_START=1
@@ -32,41 +37,46 @@ V() {
   if [ "$v" = e ]; then run u env METRALE_NO_EARLY_START=1 "$@"; else run "$v" "$@"; fi
 }
 dir() { [ "$1" = e ] && echo .carry/var/u || echo ".carry/var/$1"; }
-for round in 1 2; do
-  vs="m u a b c e"; [ $round = 2 ] && vs="m u"
-  for v in $vs; do
-    V $v env METRALE_LAUNCH_LOG=$O/launches_${v}_$round.txt timeout 60 $(dir $v)/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
-    echo "$v round $round rc=$? $(tail -1 $O/layer_${v}_$round.txt)" >> $O/log.txt
+
+if [ "$PART" = suites ]; then
+  # the early-start contract in the machine code first (seconds): u's kernels
+  /usr/local/cuda/bin/cuobjdump -sass .carry/var/u/cubin/*.sm_90a.cubin > $O/sass_u.txt 2>>$O/stderr.txt
+  python3 scripts/sass-pdl-check.py $O/sass_u.txt > $O/sass_check_u.txt 2>&1
+  echo "sass check rc=$? (0 clean, 1 suspect, 2 unread)" >> $O/log.txt
+  grep -E "SUSPECT|^(add_rmsnorm|rmsnorm|gemv_bf16|moe_gate_up_silu_rows) " $O/sass_check_u.txt >> $O/log.txt
+  # the layer suite (with the heads of 128 and the bench's shape since 2026-12-05)
+  for round in 1 2; do
+    vs="m u a b c e"; [ $round = 2 ] && vs="m u"
+    for v in $vs; do
+      V $v env METRALE_LAUNCH_LOG=$O/launches_${v}_$round.txt timeout $(tl 120) $(dir $v)/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
+      echo "$v round $round rc=$? $(tail -1 $O/layer_${v}_$round.txt)" >> $O/log.txt
+    done
   done
-done
-el bisect
-# which of main's cuda kernels the layer suite reached (scripts/launch-coverage.py)
-run m .carry/var/m/metrale audit --backend cuda > $O/audit_cuda_m.txt 2>&1
-python3 scripts/launch-coverage.py $O/audit_cuda_m.txt $O/launches_m_1.txt cuda >> $O/log.txt 2>&1
-# the queued and repeated decode steps (tests/layer/test_slots.c), 100 runs of each form: a race
-# that the suite's single runs may miss
-for v in m u e; do
-  V $v env METRALE_TEST_REPEAT=100 timeout 90 $(dir $v)/metrale_layer_tests --filter 'slots/queued*' > $O/queued_$v.txt 2>&1
-  echo "$v queued x100 rc=$? $(tail -1 $O/queued_$v.txt)" >> $O/log.txt
-done
-el queued
-# what each costs (the bench's layer decode, MoE a3b shape, graphs)
-for v in m u a b c e; do
-  V $v timeout 40 $(dir $v)/metrale bench --backend cuda --part layer --decode 1,2,4,8,16 --prefill 4096 --samples 15 --json > $O/${v}_layer.json 2>>$O/stderr.txt
-done
-el benches
-# u alone on the GPU (no other test process beside it), and its dense fixture under initcheck
-# (a read of device memory no one wrote) and memcheck
-run u timeout 60 .carry/var/u/metrale_layer_tests --jobs 1 > $O/layer_u_jobs1.txt 2>&1
-echo "u jobs 1 rc=$? $(tail -1 $O/layer_u_jobs1.txt)" >> $O/log.txt
-for t in initcheck memcheck; do
-  run u timeout 70 /usr/local/cuda/bin/compute-sanitizer --tool $t --error-exitcode 9 .carry/var/u/metrale_layer_tests --jobs 1 --filter 'fixtures/dense_r1_layer' > $O/$t.txt 2>&1
-  echo "u $t dense_r1 rc=$? $(tail -1 $O/$t.txt)" >> $O/log.txt
-done
-el sanitizers
-# the early-start contract in the machine code (scripts/sass-pdl-check.py): u's kernels
-/usr/local/cuda/bin/cuobjdump -sass .carry/var/u/cubin/*.sm_90a.cubin > $O/sass_u.txt 2>>$O/stderr.txt
-python3 scripts/sass-pdl-check.py $O/sass_u.txt > $O/sass_check_u.txt 2>&1
-echo "sass check rc=$? (0 clean, 1 suspect, 2 unread)" >> $O/log.txt
-grep -E "SUSPECT|^(add_rmsnorm|rmsnorm|gemv_bf16|moe_gate_up_silu_rows) " $O/sass_check_u.txt >> $O/log.txt
+  el suites
+  # which of main's cuda kernels the layer suite reached (scripts/launch-coverage.py)
+  run m .carry/var/m/metrale audit --backend cuda > $O/audit_cuda_m.txt 2>&1
+  python3 scripts/launch-coverage.py $O/audit_cuda_m.txt $O/launches_m_1.txt cuda >> $O/log.txt 2>&1
+  # the queued and repeated decode steps (tests/layer/test_slots.c), 100 runs of each form: a race
+  # that the suite's single runs may miss
+  for v in m u e; do
+    V $v env METRALE_TEST_REPEAT=100 timeout $(tl 90) $(dir $v)/metrale_layer_tests --filter 'slots/queued*' > $O/queued_$v.txt 2>&1
+    echo "$v queued x100 rc=$? $(tail -1 $O/queued_$v.txt)" >> $O/log.txt
+  done
+  el queued
+else
+  # what each costs (the bench's layer decode, MoE a3b shape, graphs)
+  for v in m u a b c e; do
+    V $v timeout $(tl 45) $(dir $v)/metrale bench --backend cuda --part layer --decode 1,2,4,8,16 --prefill 4096 --samples 15 --json > $O/${v}_layer.json 2>>$O/stderr.txt
+  done
+  el benches
+  # u alone on the GPU (no other test process beside it), and its dense fixture under initcheck
+  # (a read of device memory no one wrote) and memcheck
+  run u timeout $(tl 120) .carry/var/u/metrale_layer_tests --jobs 1 > $O/layer_u_jobs1.txt 2>&1
+  echo "u jobs 1 rc=$? $(tail -1 $O/layer_u_jobs1.txt)" >> $O/log.txt
+  for t in initcheck memcheck; do
+    run u timeout $(tl 70) /usr/local/cuda/bin/compute-sanitizer --tool $t --error-exitcode 9 .carry/var/u/metrale_layer_tests --jobs 1 --filter 'fixtures/dense_r1_layer' > $O/$t.txt 2>&1
+    echo "u $t dense_r1 rc=$? $(tail -1 $O/$t.txt)" >> $O/log.txt
+  done
+  el sanitizers
+fi
 finish

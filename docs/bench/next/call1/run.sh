@@ -15,8 +15,6 @@ cd "$(dirname "$0")/../../../.."
 PART=${1:?cuda, vkcheck, vksuites or vk}
 CALL=c1$PART
 . scripts/device-call.sh
-# every step's timeout is cut to what is left of BUDGET s, so that finish always runs
-tl() { local left=$((${BUDGET:-560} - ($(date +%s) - T0))); [ $left -lt 5 ] && left=5; [ "$1" -lt $left ] && echo "$1" || echo $left; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $O/gpu.txt 2>&1
 
 vulkan_env() {
