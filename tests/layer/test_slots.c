@@ -114,7 +114,7 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
  * the prefill's z projection rounds x to bf16 (gemm_f32in_hi_ws, docs/numerics.md) and its routed
  * experts' outputs are bf16 (op_moe_experts) where decode keeps f32, and a router's near tie can
  * pick another expert (on the cpu the mixer alone differs by 3.4e-3, the layer by 4-8e-3). */
-Test(modes, bench_shape_decode_equals_prefill, .timeout = 1200) {
+Test(bench_shape, decode_equals_prefill, .timeout = 1200) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
   small_config(&cfg, 1);
