@@ -78,6 +78,11 @@ def read_listing(paths):
     return funcs
 
 
+def position(a):
+    """An instruction's position as listed (hex, as cuobjdump writes it), "-" for none."""
+    return format(a, "x") if a is not None else "-"
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -106,8 +111,7 @@ def main(argv):
             flag = "SUSPECT"
         suspect += bool(flag)
         shown = "; ".join(before[:4]) + (f"; ... {len(before) - 4} more" if len(before) > 4 else "")
-        hexa = lambda a: format(a, "x") if a is not None else "-"
-        print(f"{name:44} {'yes' if is_early else '':5} {hexa(acq):>8} {hexa(pre):>8}  "
+        print(f"{name:44} {'yes' if is_early else '':5} {position(acq):>8} {position(pre):>8}  "
               f"{flag + ' ' if flag else ''}{shown}")
     missing = sorted(early - set(funcs))
     if missing:

@@ -83,6 +83,13 @@ Test(modes, decode_and_split_equal_prefill) {
   metrale_device_destroy(dev);
 }
 
+/* small_config with the models' heads: dk = dv = 128, two value heads a key head */
+static void heads128_config(metrale_qwen3_config *c, int moe) {
+  small_config(c, moe);
+  c->hidden_size = 256;
+  c->nk = 2, c->nv = 4, c->dk = 128, c->dv = 128;
+}
+
 /* The models' heads (dk = dv = 128, two value heads a key head), which no fixture has: on CUDA
  * they take the cluster decode kernel up to batch 4 and the pair kernel from 5 (ops.c,
  * op_gdn_decode_fused; the fixtures' heads take gdn_decode_fused35), each between the layer's
@@ -92,9 +99,7 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
   metrale_device *dev = lt_open_device();
   for (int moe = 0; moe < 2; moe++) {
     metrale_qwen3_config cfg;
-    small_config(&cfg, moe);
-    cfg.hidden_size = 256;
-    cfg.nk = 2, cfg.nv = 4, cfg.dk = 128, cfg.dv = 128;
+    heads128_config(&cfg, moe);
     const uint32_t lens[] = {7, 6, 5, 4, 3, 2, 1};
     float *x = random_x(28ull * cfg.hidden_size, 61 + moe);
     metrale_device_launches_reset(dev);
@@ -787,6 +792,43 @@ Test(slots, failed_call_leaves_every_slot_unchanged) {
   env_free(&e);
 }
 
+/* The outputs y [ny] (bf16, host) as f32, then every slot's state: what a run of steps gives
+ * for comparison bit for bit; frees y. */
+static float *outputs_and_states(slot_env *e, metrale_bf16 *y, uint64_t ny, uint64_t *out_n) {
+  float *states = snapshot(e);
+  const uint64_t ns = (e->cf + e->rf) * e->n_slots;
+  float *all = malloc((ny + ns) * sizeof *all);
+  cr_assert(all);
+  for (uint64_t i = 0; i < ny; i++) all[i] = metrale_bf16_to_f32(y[i]);
+  memcpy(all + ny, states, ns * sizeof *states);
+  free(y), free(states);
+  *out_n = ny + ns;
+  return all;
+}
+
+/* 0 where a and b hold the same bits; else a message is expected and 1 returned (the first ny
+ * values are outputs, the rest final states). */
+static int expect_same_bits(const float *a, const float *b, uint64_t n, uint64_t ny, const char *what) {
+  for (uint64_t i = 0; i < n; i++)
+    if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      cr_expect(0, "%s: %s differs at %llu: %g vs %g", what, i < ny ? "a decode output" : "a final state",
+                (unsigned long long)(i < ny ? i : i - ny), a[i], b[i]);
+      return 1;
+    }
+  return 0;
+}
+
+/* Every slot's final state (`states`, as outputs_and_states lays them) differs from the fill
+ * pattern: else comparing runs would say nothing. */
+static void expect_every_slot_moved(slot_env *e, const float *states) {
+  fill_pattern(e);
+  float *initial = snapshot(e);
+  int moved = 0;
+  for (uint32_t s = 0; s < e->n_slots; s++) moved += !slot_equal(e, initial, states, s);
+  cr_expect_eq(moved, (int)e->n_slots, "only %d of %u slots changed over the steps", moved, e->n_slots);
+  free(initial);
+}
+
 /* Decode steps replayed from recorded graphs (where the backend has them) must give
  * exactly what eager launches give: the same (part, x, y, batch) with another slot list
  * replays a recording that reads the new list; another batch or buffer records anew. */
@@ -819,15 +861,7 @@ static float *run_graph_steps(slot_env *e, uint64_t *out_n) {
     CHECK(e->be->vt->stream_sync(e->be, NULL));
     if (g->batch == 1) memset(y + i * 2 * row + row, 0, row * sizeof *y);
   }
-  float *states = snapshot(e);
-  const uint64_t ns = (e->cf + e->rf) * e->n_slots, ny = GRAPH_STEPS * 2 * row;
-  float *all = malloc((ny + ns) * sizeof *all);
-  cr_assert(all);
-  for (uint64_t i = 0; i < ny; i++) all[i] = metrale_bf16_to_f32(y[i]);
-  memcpy(all + ny, states, ns * sizeof *states);
-  free(y), free(states);
-  *out_n = ny + ns;
-  return all;
+  return outputs_and_states(e, y, GRAPH_STEPS * 2 * row, out_n);
 }
 
 Test(slots, graph_replay_equals_eager_launches) {
@@ -839,20 +873,9 @@ Test(slots, graph_replay_equals_eager_launches) {
   float *eager = run_graph_steps(&e, &n2);
   cr_assert_eq(n1, n2);
   const uint64_t ny = GRAPH_STEPS * 2 * e.cfg.hidden_size;
-  for (uint64_t i = 0; i < n1; i++)
-    if (memcmp(&replayed[i], &eager[i], sizeof(float)) != 0) {
-      cr_expect(0, "%s differs at %llu: %g (graphs) vs %g (eager)", i < ny ? "decode output" : "final state",
-                (unsigned long long)(i < ny ? i : i - ny), replayed[i], eager[i]);
-      break;
-    }
-  /* the states moved at all (else the comparison would say nothing) */
-  slot_env *pe = &e;
-  fill_pattern(pe);
-  float *initial = snapshot(pe);
-  int moved = 0;
-  for (uint32_t s = 0; s < 4; s++) moved += !slot_equal(pe, initial, eager + ny, s);
-  cr_expect_eq(moved, 4, "only %d of 4 slots changed over the steps", moved);
-  free(initial), free(replayed), free(eager);
+  expect_same_bits(replayed, eager, n1, ny, "graphs vs eager");
+  expect_every_slot_moved(&e, eager + ny);
+  free(replayed), free(eager);
   env_free(&e);
 }
 
@@ -874,12 +897,8 @@ Test(slots, second_stream_equals_one_stream) {
     cr_expect_eq(metrale_qwen3_ssm_layer_uses_second_stream(e.layer), 0);
     float *one = run_graph_steps(&e, &n2);
     cr_assert_eq(n1, n2);
-    for (uint64_t i = 0; i < n1; i++)
-      if (memcmp(&two[i], &one[i], sizeof(float)) != 0) {
-        cr_expect(0, "%s: element %llu differs: %g (second stream) vs %g (one stream)",
-                  graphs ? "graphs" : "eager", (unsigned long long)i, two[i], one[i]);
-        break;
-      }
+    expect_same_bits(two, one, n1, GRAPH_STEPS * 2 * e.cfg.hidden_size,
+                     graphs ? "graphs, second stream vs one stream" : "eager, second stream vs one stream");
     free(two), free(one);
   }
   metrale_qwen3_ssm_layer_set_second_stream(e.layer, 1);
@@ -936,48 +955,25 @@ static float *run_queued_steps(slot_env *e, int synced, uint64_t *out_n, uint64_
   cr_assert(y);
   CHECK(e->be->vt->copy_d2h(e->be, y, e->y, ny * sizeof *y, NULL));
   CHECK(e->be->vt->stream_sync(e->be, NULL));
-  float *states = snapshot(e);
-  const uint64_t ns = (e->cf + e->rf) * e->n_slots;
-  float *all = malloc((ny + ns) * sizeof *all);
-  cr_assert(all);
-  for (uint64_t i = 0; i < ny; i++) all[i] = metrale_bf16_to_f32(y[i]);
-  memcpy(all + ny, states, ns * sizeof *states);
-  free(y), free(states);
-  *out_n = ny + ns;
   *out_ny = ny;
-  return all;
-}
-
-/* 0 where a and b hold the same bits; else a message is expected and 1 returned. */
-static int expect_same_bits(const float *a, const float *b, uint64_t n, uint64_t ny, const char *what) {
-  for (uint64_t i = 0; i < n; i++)
-    if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      cr_expect(0, "%s: %s differs at %llu: %g vs %g", what, i < ny ? "a decode output" : "a final state",
-                (unsigned long long)(i < ny ? i : i - ny), a[i], b[i]);
-      return 1;
-    }
-  return 0;
+  return outputs_and_states(e, y, ny, out_n);
 }
 
 /* heads128: 0 small_config's MoE layer (the fused decode kernel on CUDA), 1 the same with the
  * models' heads of 128 (the cluster kernel at batches 1 and 2, the pair kernel at 6) */
 static void expect_queued_equal_synced(int heads128) {
   metrale_qwen3_config cfg;
-  small_config(&cfg, 1);
-  if (heads128) cfg.hidden_size = 256, cfg.nk = 2, cfg.nv = 4, cfg.dk = 128, cfg.dv = 128;
+  if (heads128)
+    heads128_config(&cfg, 1);
+  else
+    small_config(&cfg, 1);
   slot_env e;
   env_init_shape(&e, 6, 24, &cfg);
   metrale_device_launches_reset(e.dev);
   uint64_t n0 = 0, ny = 0;
   metrale_qwen3_ssm_layer_set_graphs(e.layer, 0);
   float *want = run_queued_steps(&e, 1, &n0, &ny); /* eager, synced: the plainest form */
-  /* the states moved at all (else the comparisons would say nothing) */
-  fill_pattern(&e);
-  float *initial = snapshot(&e);
-  int moved = 0;
-  for (uint32_t s = 0; s < e.n_slots; s++) moved += !slot_equal(&e, initial, want + ny, s);
-  cr_expect_eq(moved, (int)e.n_slots, "only %d of %u slots changed over the steps", moved, e.n_slots);
-  free(initial);
+  expect_every_slot_moved(&e, want + ny);
   const unsigned reps = test_repeats();
   int bad = 0;
   for (unsigned r = 0; r < reps && !bad; r++)
