@@ -7,7 +7,8 @@
 #       is copied into .carry/var/NAME: metrale, metrale_conformance, metrale_layer_tests, the
 #       vulkan_* tests, libmetrale.so*, the backend modules.  The tests read this checkout's
 #       tests/fixtures.  .carry/lib gets the test programs' shared libraries (Criterion's).
-#       With CUBINS=1 set, also the sm_90a cubins into .carry/var/NAME/cubin (3.2 MB).
+#       With CUBINS=1 set, also the sm_90a cubins into .carry/var/NAME/cubin (3.2 MB), with the
+#       variant's kernels.def (sass-pdl-check.py reads the early-start rows of the code it checks).
 #   scripts/device-prepare.sh --vulkan-loader
 #       Debian's Vulkan loader, Khronos validation layer and glvnd (libEGL, libGLX: the device
 #       README lists them; with the loader alone NVIDIA's ICD did not load on 2026-12-05), as
@@ -52,6 +53,7 @@ for t in "$bin"/vulkan_*; do [ -x "$t" ] && cp "$t" "$out"/; done
 if [ -n "${CUBINS:-}" ]; then # the sm_90a kernels, for cuobjdump -sass there (scripts/sass-pdl-check.py)
   mkdir -p "$out"/cubin
   cp "$src"/build/backends/cuda/kernels/*.sm_90a.cubin "$out"/cubin/
+  cp "$src"/core/include/metrale/kernels.def "$out"/cubin/ # its own early-start rows, patched or not
 fi
 ../shared/tools/collect-libs.sh .carry/lib "$out"/metrale_conformance "$out"/metrale_layer_tests >/dev/null
 git worktree remove --force "$src"

@@ -40,8 +40,10 @@ dir() { [ "$1" = e ] && echo .carry/var/u || echo ".carry/var/$1"; }
 
 if [ "$PART" = suites ]; then
   # the early-start contract in the machine code first (seconds): u's kernels
-  /usr/local/cuda/bin/cuobjdump -sass .carry/var/u/cubin/*.sm_90a.cubin > $O/sass_u.txt 2>>$O/stderr.txt
-  python3 scripts/sass-pdl-check.py $O/sass_u.txt > $O/sass_check_u.txt 2>&1
+  for f in .carry/var/u/cubin/*.sm_90a.cubin; do # cuobjdump takes one file
+    /usr/local/cuda/bin/cuobjdump -sass "$f"
+  done > $O/sass_u.txt 2>>$O/stderr.txt
+  python3 scripts/sass-pdl-check.py $O/sass_u.txt .carry/var/u/cubin/kernels.def > $O/sass_check_u.txt 2>&1
   echo "sass check rc=$? (0 clean, 1 suspect, 2 unread)" >> $O/log.txt
   grep -E "SUSPECT|^(add_rmsnorm|rmsnorm|gemv_bf16|moe_gate_up_silu_rows) " $O/sass_check_u.txt >> $O/log.txt
   # the layer suite (with the heads of 128 and the bench's shape since 2026-12-05)
