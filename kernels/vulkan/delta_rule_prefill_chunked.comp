@@ -239,12 +239,19 @@ void phase1(uint V) {
         d[k] = q[k] = 0.0;
         qtok[k] = tc + min(p * 8u * NRG + rg + NRG * k, uint(L) - 1u);  // rows past L: q read, not used
       }
-      for (uint i = 0u; i < dk; i++) {
-        float sv = sh[SH_S + i * V + c];
-        [[unroll]] for (uint k = 0u; k < 8u; k++) {
-          uint r = p * 8u * NRG + rg + NRG * k;
-          d[k] += W.v[r * dk + i] * sv;
-          q[k] += qkv_row(qtok[k], C, qcol).v[i] * sv;
+      for (uint i0 = 0u; i0 < dk; i0 += 4u) {  // dk % 8 == 0; 64 loads in flight, then the sums
+        float wv[4][8], qv[4][8];
+        [[unroll]] for (uint u = 0u; u < 4u; u++)
+          [[unroll]] for (uint k = 0u; k < 8u; k++) {
+            wv[u][k] = W.v[(p * 8u * NRG + rg + NRG * k) * dk + i0 + u];
+            qv[u][k] = qkv_row(qtok[k], C, qcol).v[i0 + u];
+          }
+        [[unroll]] for (uint u = 0u; u < 4u; u++) {
+          float sv = sh[SH_S + (i0 + u) * V + c];
+          [[unroll]] for (uint k = 0u; k < 8u; k++) {
+            d[k] += wv[u][k] * sv;
+            q[k] += qv[u][k] * sv;
+          }
         }
       }
       [[unroll]] for (uint k = 0u; k < 8u; k++) {
@@ -259,9 +266,16 @@ void phase1(uint V) {
     for (uint p = 0u; p < V / 16u; p++) {
       float acc[8];
       [[unroll]] for (uint k = 0u; k < 8u; k++) acc[k] = qs[p][k];
-      for (uint j = 0u; j < uint(L); j++) {
-        float dj = sh[SH_D + j * V + c];
-        [[unroll]] for (uint k = 0u; k < 8u; k++) acc[k] += M.v[(p * 8u * NRG + rg + NRG * k) * CH + j] * dj;
+      for (uint j0 = 0u; j0 < uint(L); j0 += 8u) {  // M's rows are whole (CH columns)
+        float mv[8][8];
+        [[unroll]] for (uint u = 0u; u < 8u; u++)
+          [[unroll]] for (uint k = 0u; k < 8u; k++) mv[u][k] = M.v[(p * 8u * NRG + rg + NRG * k) * CH + j0 + u];
+        [[unroll]] for (uint u = 0u; u < 8u; u++) {
+          if (j0 + u < uint(L)) {
+            float dj = sh[SH_D + (j0 + u) * V + c];
+            [[unroll]] for (uint k = 0u; k < 8u; k++) acc[k] += mv[u][k] * dj;
+          }
+        }
       }
       [[unroll]] for (uint k = 0u; k < 8u; k++) {
         uint r = p * 8u * NRG + rg + NRG * k;
@@ -277,12 +291,21 @@ void phase1(uint V) {
         uint i = p * 8u * NRG + rg + NRG * k;
         acc[k] = i < dk ? sh[SH_S + i * V + c] * eL : 0.0;
       }
-      for (uint j = 0u; j < uint(L); j++) {
-        float dj = sh[SH_D + j * V + c] * sh[SH_B + j];
-        F32 kr = qkv_row(tc + j, C, kcol);
-        [[unroll]] for (uint k = 0u; k < 8u; k++) {
-          uint i = p * 8u * NRG + rg + NRG * k;
-          if (i < dk) acc[k] += kr.v[i] * dj;
+      for (uint j0 = 0u; j0 < uint(L); j0 += 8u) {  // 64 loads in flight, then the sums
+        float kv[8][8];
+        [[unroll]] for (uint u = 0u; u < 8u; u++)
+          [[unroll]] for (uint k = 0u; k < 8u; k++) {
+            uint i = p * 8u * NRG + rg + NRG * k;
+            kv[u][k] = j0 + u < uint(L) && i < dk ? qkv_row(tc + j0 + u, C, kcol).v[i] : 0.0;
+          }
+        [[unroll]] for (uint u = 0u; u < 8u; u++) {
+          if (j0 + u < uint(L)) {
+            float dj = sh[SH_D + (j0 + u) * V + c] * sh[SH_B + j0 + u];
+            [[unroll]] for (uint k = 0u; k < 8u; k++) {
+              uint i = p * 8u * NRG + rg + NRG * k;
+              if (i < dk) acc[k] += kv[u][k] * dj;
+            }
+          }
         }
       }
       [[unroll]] for (uint k = 0u; k < 8u; k++) {

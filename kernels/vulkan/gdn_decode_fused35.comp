@@ -17,9 +17,38 @@
 #endif
 #define DK_MAX VK_DELTA_DK_MAX
 
+// The value heads of a key head run side by side: NPAR groups of G = LOCAL_SIZE / NPAR
+// invocations, group g on value heads g, g + NPAR, ...  (NPAR the largest power of two with
+// NPAR <= r and NPAR * dv <= LOCAL_SIZE: 2 groups of 128 for the Qwen heads).
+#define NPAR_MAX 8
+#if LOCAL_SIZE / NPAR_MAX < 32
+#error "o_mine holds dv / G columns with G >= 32"
+#endif
 shared float q_s[DK_MAX];
 shared float k_s[DK_MAX];
-shared float v_s[DK_MAX];
+shared float v_s[NPAR_MAX][DK_MAX];
+
+// State rows a column reads before using them: the loads of a batch are in flight together
+// (one a loop iteration, each behind the product before it, made the recurrence one memory
+// round trip a row: 100 us a decode step on an H100, docs/perf.md).
+#define ROWS_IN_FLIGHT 32u
+
+// the sum of v over the G invocations of each group (every invocation calls it, in uniform
+// control flow; G a power of two)
+float group_sum(float v, uint G) {
+  uint t = gl_LocalInvocationID.x, base = t - t % G;
+  red_f32[t] = v;
+  memoryBarrierShared();
+  barrier();
+  for (uint s = G / 2u; s > 0u; s >>= 1) {
+    if (t % G < s) red_f32[t] += red_f32[t + s];
+    memoryBarrierShared();
+    barrier();
+  }
+  float r = red_f32[base];
+  barrier();  // red_f32 may be reused right after
+  return r;
+}
 
 // conv + SiLU of channel ch (of C) for this token: window = conv_state[slot, ch] then x
 float conv_channel(F32 row, int slot, uint ch, uint C, uint K) {
@@ -64,45 +93,65 @@ void main() {
   memoryBarrierShared();
   barrier();
 
+  uint npar = 1u;
+  while (npar * 2u <= min(r, uint(NPAR_MAX)) && npar * 2u * dv <= LOCAL_SIZE) npar *= 2u;
+  uint G = LOCAL_SIZE / npar, g = t / G, tg = t % G;
   BF16 norm_w = BF16(args.norm_w);
-  for (uint hv = 0u; hv < r; hv++) {
-    uint h = hk * r + hv;
-    for (uint j = t; j < dv; j += LOCAL_SIZE) v_s[j] = conv_channel(row, slot, 2u * nk * dk + h * dv + j, C, K);
+  for (uint hv0 = 0u; hv0 < r; hv0 += npar) {  // uniform: every group takes each round
+    uint hv = hv0 + g, h = hk * r + hv;
+    bool in_round = hv < r;
+    if (in_round)
+      for (uint j = tg; j < dv; j += G) v_s[g][j] = conv_channel(row, slot, 2u * nk * dk + h * dv + j, C, K);
     memoryBarrierShared();
     barrier();
-    float g = gate_g(row.v[C + nv * dv + nv + h], F32(args.a_log).v[h], bf16_to_f32(BF16(args.dt_bias).v[h]));
-    float beta = sigmoid(row.v[C + nv * dv + h]), decay = exp(g);
-
-    // the recurrence, a column of S [dk, dv] an invocation; o rounded to bf16
-    F32 st = f32_at(args.state, (uint64_t(max(slot, 0)) * nv + h) * dk * dv);
-    float o_mine[(DK_MAX + LOCAL_SIZE - 1) / LOCAL_SIZE];
     float ss = 0.0;
-    for (uint j = t, n = 0u; j < dv; j += LOCAL_SIZE, n++) {
-      float S[DK_MAX];
-      float kS = 0.0;
-      for (uint i = 0u; i < dk; i++) {
-        S[i] = (slot < 0 ? 0.0 : st.v[i * dv + j]) * decay;
-        kS += k_s[i] * S[i];
+    float o_mine[(DK_MAX + 31u) / 32u];  // dv / G columns an invocation, G >= 32
+    if (in_round) {
+      float g_h = gate_g(row.v[C + nv * dv + nv + h], F32(args.a_log).v[h], bf16_to_f32(BF16(args.dt_bias).v[h]));
+      float beta = sigmoid(row.v[C + nv * dv + h]), decay = exp(g_h);
+
+      // the recurrence, a column of S [dk, dv] an invocation: kS over the decayed column, then
+      // the column updated, o taken and the column stored (its second reads come from cache);
+      // o rounded to bf16
+      F32 st = f32_at(args.state, (uint64_t(max(slot, 0)) * nv + h) * dk * dv);
+      for (uint j = tg, n = 0u; j < dv; j += G, n++) {
+        float kS = 0.0;
+        for (uint i0 = 0u; i0 < dk; i0 += ROWS_IN_FLIGHT) {
+          float w[ROWS_IN_FLIGHT];
+          [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++)
+            w[u] = (slot < 0 || i0 + u >= dk) ? 0.0 : st.v[(i0 + u) * dv + j];
+          [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++)
+            if (i0 + u < dk) kS += k_s[i0 + u] * (w[u] * decay);
+        }
+        float d = beta * (v_s[g][j] - kS), o = 0.0;
+        for (uint i0 = 0u; i0 < dk; i0 += ROWS_IN_FLIGHT) {
+          float w[ROWS_IN_FLIGHT];
+          [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++)
+            w[u] = (slot < 0 || i0 + u >= dk) ? 0.0 : st.v[(i0 + u) * dv + j];
+          [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++) {
+            if (i0 + u < dk) {
+              float S = w[u] * decay;
+              S += k_s[i0 + u] * d;
+              o += q_s[i0 + u] * S;
+              if (slot >= 0) st.v[(i0 + u) * dv + j] = S;
+            }
+          }
+        }
+        o_mine[n] = bf16_to_f32(f32_to_bf16(o));
+        ss += o_mine[n] * o_mine[n];
       }
-      float d = beta * (v_s[j] - kS), o = 0.0;
-      for (uint i = 0u; i < dk; i++) {
-        S[i] += k_s[i] * d;
-        o += q_s[i] * S[i];
-      }
-      if (slot >= 0)
-        for (uint i = 0u; i < dk; i++) st.v[i * dv + j] = S[i];
-      o_mine[n] = bf16_to_f32(f32_to_bf16(o));
-      ss += o_mine[n] * o_mine[n];
     }
 
     // the gated norm of this value head's row: bf16(bf16(o * rsqrt(mean(o^2) + eps)) * w * silu(z))
-    float inv = inversesqrt(block_sum(ss) / float(dv) + args.eps);
-    F32 z = f32_at(args.p, uint64_t(b) * P + C + h * dv);
-    BF16 y = bf16_at(args.y, (uint64_t(b) * nv + h) * dv);
-    for (uint j = t, n = 0u; j < dv; j += LOCAL_SIZE, n++) {
-      float normed = bf16_to_f32(f32_to_bf16(o_mine[n] * inv));
-      y.v[j] = f32_to_bf16(normed * bf16_to_f32(norm_w.v[j]) * silu(z.v[j]));
+    float inv = inversesqrt(group_sum(ss, G) / float(dv) + args.eps);
+    if (in_round) {
+      F32 z = f32_at(args.p, uint64_t(b) * P + C + h * dv);
+      BF16 y = bf16_at(args.y, (uint64_t(b) * nv + h) * dv);
+      for (uint j = tg, n = 0u; j < dv; j += G, n++) {
+        float normed = bf16_to_f32(f32_to_bf16(o_mine[n] * inv));
+        y.v[j] = f32_to_bf16(normed * bf16_to_f32(norm_w.v[j]) * silu(z.v[j]));
+      }
     }
-    barrier();  // v_s is the next value head's
+    barrier();  // v_s is the next round's
   }
 }

@@ -6,7 +6,7 @@
 #include "harness.h"
 
 static const uint32_t channels[] = {1, 7, 48, 300};
-static const uint32_t widths[] = {2, 4};
+static const uint32_t widths[] = {2, 4, 6};
 
 /* One sequence of tokens [t0, t1) from state slot (zeros for -1): y_ref [T,C] and,
  * unless -1, the new state into state_ref [n_slots, C, K-1] (exact values); y_mag [T,C]
