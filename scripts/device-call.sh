@@ -5,6 +5,8 @@
 #   el WHAT             a line "[seconds since the start] WHAT" in the call's log
 #   tl S                S, or what is left of BUDGET s (560 unless set) if less: a step's timeout,
 #                       so that finish always runs inside one `run`'s 10 minutes
+#   vulkan_env          NVIDIA's Vulkan driver usable: the loader, validation layer and glvnd
+#                       carried in .gl/ unpacked, the ICD named; what was found in vulkan_icd.txt
 #   finish              the JSON summaries into the log, the call's folder packed as $OUT/$CALL.tgz
 # The builds are carried in .carry/var/<V>/ (metrale, the test binaries, libmetrale*.so and the
 # backend modules); .carry/lib holds the test binaries' shared libraries (Criterion's).
@@ -28,4 +30,17 @@ finish() {
   python3 scripts/bench-summary.py "$O"/*.json > "$O/summary.txt"
   cat "$O/summary.txt" >> "$O/log.txt"
   tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && cp "$O/log.txt" "$OUT/log.txt" && rm -rf "$O"
+}
+vulkan_env() {
+  # NVIDIA's Vulkan driver: the loader and validation layer from Debian (not on that machine)
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  # where the device README found them
+  icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  [ -e $icd ] && export VK_DRIVER_FILES=$icd
+  [ -e $egl ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$egl
+  ls -l /usr/local/nvidia/share/vulkan/icd.d /usr/local/nvidia/share/glvnd/egl_vendor.d > $O/vulkan_icd.txt 2>&1
+  cat $icd >> $O/vulkan_icd.txt 2>&1
+  ldconfig -p | grep -i "vulkan\|GLX_nvidia\|EGL" >> $O/vulkan_icd.txt 2>&1
 }

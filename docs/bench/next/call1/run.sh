@@ -17,20 +17,6 @@ CALL=c1$PART
 . scripts/device-call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $O/gpu.txt 2>&1
 
-vulkan_env() {
-  # NVIDIA's Vulkan driver: the loader and validation layer from Debian (not on that machine)
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-  # where the device README found them
-  icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  egl=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-  [ -e $icd ] && export VK_DRIVER_FILES=$icd
-  [ -e $egl ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$egl
-  ls -l /usr/local/nvidia/share/vulkan/icd.d /usr/local/nvidia/share/glvnd/egl_vendor.d > $O/vulkan_icd.txt 2>&1
-  cat $icd >> $O/vulkan_icd.txt 2>&1
-  ldconfig -p | grep -i "vulkan\|GLX_nvidia\|EGL" >> $O/vulkan_icd.txt 2>&1
-}
-
 if [ "$PART" = cuda ]; then
   # 1. CUDA on main: conformance (with gdn::delta_rule_prefill_chunked_long) and the layer suite
   export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
