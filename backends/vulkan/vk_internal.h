@@ -113,17 +113,20 @@ typedef struct vk_validation {
   char first[512];   /* the first error not yet reported */
 } vk_validation;
 
-/* METRALE_VULKAN_PROFILE=1 (vk_profile.c): timestamps around every launch, summed per kernel. */
+/* METRALE_VULKAN_PROFILE=1 (vk_profile.c): timestamps around every launch, summed per kernel,
+ * and per phase for a kernel with a `phase` argument (the chunked core's two passes are one
+ * kernel). */
 #define VK_PROFILE_SLOTS 4096u
+#define VK_PROFILE_PHASES 2u
 typedef struct vk_profile {
   VkQueryPool pool; /* VK_NULL_HANDLE: not profiling */
   uint32_t used;    /* slots written since the last read-back, two a launch */
   double ns_per_tick;
-  uint64_t mask; /* the timestamps' valid bits */
-  metrale_kernel_id kernel[VK_PROFILE_SLOTS / 2];
+  uint64_t mask;                           /* the timestamps' valid bits */
+  uint32_t row[VK_PROFILE_SLOTS / 2];      /* kernel id * VK_PROFILE_PHASES + phase */
   uint64_t ticks[VK_PROFILE_SLOTS];
-  double total_ns[METRALE_K_COUNT];
-  uint64_t launches[METRALE_K_COUNT];
+  double total_ns[METRALE_K_COUNT * VK_PROFILE_PHASES];
+  uint64_t launches[METRALE_K_COUNT * VK_PROFILE_PHASES];
 } vk_profile;
 
 typedef struct vk_backend {
@@ -201,7 +204,7 @@ void vk_profile_init(vk_backend *be);
 /* Before recording a launch: reads the slots back when the pool is full (finishing every
  * stream first). */
 metrale_status vk_profile_make_room(vk_backend *be);
-void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, metrale_kernel_id id);
+void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, metrale_kernel_id id, uint32_t phase);
 void vk_profile_end(vk_backend *be, VkCommandBuffer cb);
 /* Reads the rest back, prints the per-kernel table to stderr, destroys the pool. */
 void vk_profile_finish(vk_backend *be);

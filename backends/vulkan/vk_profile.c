@@ -1,6 +1,7 @@
 /* METRALE_VULKAN_PROFILE=1: GPU time per kernel.  Every launch is bracketed by two
  * timestamps (after the barrier that orders it behind the work before, and after its last
- * dispatch); the backend sums them per manifest kernel and prints the table to stderr when
+ * dispatch); the backend sums them per manifest kernel (and per phase, for a kernel with a
+ * `phase` argument) and prints the table to stderr when
  * it is destroyed.  Slots are read back when the pool is full (after every stream is
  * finished) and at the end, so profiling changes the timing it measures only there.
  *
@@ -56,8 +57,8 @@ static metrale_status collect(vk_backend *be) {
          "vkGetQueryPoolResults");
   for (uint32_t i = 0; i + 1 < p->used; i += 2) {
     const uint64_t dt = (ticks[i + 1] - ticks[i]) & p->mask;
-    p->total_ns[p->kernel[i / 2]] += (double)dt * p->ns_per_tick;
-    p->launches[p->kernel[i / 2]]++;
+    p->total_ns[p->row[i / 2]] += (double)dt * p->ns_per_tick;
+    p->launches[p->row[i / 2]]++;
   }
   be->fn.vkResetQueryPool(be->device, p->pool, 0, VK_PROFILE_SLOTS);
   p->used = 0;
@@ -70,10 +71,10 @@ metrale_status vk_profile_make_room(vk_backend *be) {
   return collect(be);
 }
 
-void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, metrale_kernel_id id) {
+void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, metrale_kernel_id id, uint32_t phase) {
   vk_profile *p = &be->profile;
   if (!p->pool) return;
-  p->kernel[p->used / 2] = id;
+  p->row[p->used / 2] = (uint32_t)id * VK_PROFILE_PHASES + (phase < VK_PROFILE_PHASES ? phase : 0);
   be->fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p->pool, p->used);
 }
 
@@ -93,12 +94,13 @@ void vk_profile_finish(vk_backend *be) {
     metrale_status_fprint(stderr, s);
     metrale_status_free(s);
   }
-  int order[METRALE_K_COUNT], n = 0;
+  enum { ROWS = METRALE_K_COUNT * VK_PROFILE_PHASES };
+  int order[ROWS], n = 0;
   double all = 0.0;
-  for (int id = 0; id < METRALE_K_COUNT; id++)
-    if (p->launches[id]) {
-      order[n++] = id;
-      all += p->total_ns[id];
+  for (int r = 0; r < ROWS; r++)
+    if (p->launches[r]) {
+      order[n++] = r;
+      all += p->total_ns[r];
     }
   for (int i = 1; i < n; i++) /* by total time, largest first */
     for (int j = i; j > 0 && p->total_ns[order[j]] > p->total_ns[order[j - 1]]; j--) {
@@ -110,13 +112,16 @@ void vk_profile_finish(vk_backend *be) {
           "%-40s %10s %12s %10s %6s\n", be->props.deviceName, "kernel", "launches", "total ms",
           "mean us", "%");
   for (int i = 0; i < n; i++) {
-    const metrale_kernel_info *k = metrale_kernel_info_get((metrale_kernel_id)order[i]);
-    char name[64];
-    snprintf(name, sizeof name, "%s.%s", k->module, k->name);
-    fprintf(stderr, "%-40s %10llu %12.3f %10.2f %6.1f\n", name,
-            (unsigned long long)p->launches[order[i]], p->total_ns[order[i]] / 1e6,
-            p->total_ns[order[i]] / 1e3 / (double)p->launches[order[i]],
-            all > 0 ? 100.0 * p->total_ns[order[i]] / all : 0.0);
+    const int r = order[i];
+    const metrale_kernel_info *k = metrale_kernel_info_get((metrale_kernel_id)(r / VK_PROFILE_PHASES));
+    char name[80];
+    if (metrale_kernel_arg_index(k, "phase") >= 0)
+      snprintf(name, sizeof name, "%s.%s phase %d", k->module, k->name, r % (int)VK_PROFILE_PHASES);
+    else
+      snprintf(name, sizeof name, "%s.%s", k->module, k->name);
+    fprintf(stderr, "%-40s %10llu %12.3f %10.2f %6.1f\n", name, (unsigned long long)p->launches[r],
+            p->total_ns[r] / 1e6, p->total_ns[r] / 1e3 / (double)p->launches[r],
+            all > 0 ? 100.0 * p->total_ns[r] / all : 0.0);
   }
   be->fn.vkDestroyQueryPool(be->device, p->pool, NULL);
   p->pool = VK_NULL_HANDLE;

@@ -224,3 +224,45 @@ Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
   cr_assert(found, "no elementwise.add row in the profile table");
   cr_expect_eq(launches, n, "elementwise.add: %llu launches counted, %u made", launches, n);
 }
+
+/* A kernel with a `phase` argument gets a row a phase: the chunked core's two passes are one
+ * kernel, and the profile is how their times are told apart.  Every sequence here is empty, so
+ * both phases return at once. */
+Test(vulkan_device, profile_rows_by_phase, .init = cr_redirect_stderr) {
+  setenv("METRALE_VULKAN_PROFILE", "1", 1);
+  metrale_device *dev = vkt_open();
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_kernel chunked = 0;
+  VKT_OK(be->vt->kernel(be, "gdn_chunked", "delta_rule_prefill_chunked", &chunked));
+  gpu_ptr buf = 0;
+  VKT_OK(be->vt->alloc(be, 4096, &buf));
+  VKT_OK(be->vt->memset(be, buf, 0, 4096, NULL)); /* cu_seqlens {0, 0}: one empty sequence */
+  const unsigned made[2] = {3, 2};
+  for (uint32_t phase = 0; phase < 2; phase++)
+    for (unsigned i = 0; i < made[phase]; i++) {
+      /* o qkv g beta state cu_seqlens slots ws, s nk nv dk dv phase */
+      gpu_arg args[14] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf),
+                          gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf),
+                          gpu_arg_u32(1),   gpu_arg_u32(1),   gpu_arg_u32(1),   gpu_arg_u32(8),
+                          gpu_arg_u32(8),   gpu_arg_u32(phase)};
+      VKT_OK(be->vt->launch(be, chunked, (gpu_dim3){1, 1, 1}, (gpu_dim3){128, 1, 1}, 0, NULL, args, 14));
+    }
+  VKT_OK(be->vt->sync(be));
+  be->vt->free(be, buf);
+  metrale_device_destroy(dev);
+  unsetenv("METRALE_VULKAN_PROFILE");
+  fflush(stderr);
+
+  FILE *err = cr_get_redirected_stderr();
+  char line[512];
+  unsigned long long counted[2] = {0, 0};
+  while (fgets(line, sizeof line, err))
+    for (int phase = 0; phase < 2; phase++) {
+      char row[96];
+      snprintf(row, sizeof row, "gdn_chunked.delta_rule_prefill_chunked phase %d ", phase);
+      if (strncmp(line, row, strlen(row)) == 0) sscanf(line + strlen(row), "%llu", &counted[phase]);
+    }
+  for (int phase = 0; phase < 2; phase++)
+    cr_expect_eq(counted[phase], made[phase], "phase %d: %llu launches in its row, %u made", phase,
+                 counted[phase], made[phase]);
+}
