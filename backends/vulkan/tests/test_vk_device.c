@@ -189,27 +189,43 @@ Test(vulkan_device, grid_beyond_the_dispatch_limit, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
-/* METRALE_VULKAN_PROFILE=1: every launch is counted under its kernel, past the query pool's
- * size (its slots are read back and reused), and the table goes to stderr at destroy. */
-Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
+/* The two profile tests: the device opened with METRALE_VULKAN_PROFILE=1, the kernel they
+ * launch looked up and a zeroed buffer of `bytes`; and their end: the work synced, the buffer
+ * freed, the device destroyed (which prints the table) and the redirected stderr that holds
+ * the table returned. */
+static metrale_device *profiled_open(const char *module, const char *name, uint64_t bytes,
+                                     gpu_kernel *kernel, gpu_ptr *buf) {
   setenv("METRALE_VULKAN_PROFILE", "1", 1);
   metrale_device *dev = vkt_open();
   gpu_backend *be = metrale_device_backend(dev);
-  gpu_kernel add = 0;
-  VKT_OK(be->vt->kernel(be, "elementwise", "add", &add));
-  gpu_ptr buf = 0;
-  VKT_OK(be->vt->alloc(be, 1024, &buf));
-  gpu_arg args[4] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(8)};
-  const unsigned n = 5000; /* > VK_PROFILE_SLOTS / 2 launches */
-  for (unsigned i = 0; i < n; i++)
-    VKT_OK(be->vt->launch(be, add, (gpu_dim3){1, 1, 1}, (gpu_dim3){256, 1, 1}, 0, NULL, args, 4));
+  VKT_OK(be->vt->kernel(be, module, name, kernel));
+  VKT_OK(be->vt->alloc(be, bytes, buf));
+  VKT_OK(be->vt->memset(be, *buf, 0, bytes, NULL));
+  return dev;
+}
+
+static FILE *profile_table(metrale_device *dev, gpu_ptr buf) {
+  gpu_backend *be = metrale_device_backend(dev);
   VKT_OK(be->vt->sync(be));
   be->vt->free(be, buf);
   metrale_device_destroy(dev);
   unsetenv("METRALE_VULKAN_PROFILE");
   fflush(stderr);
+  return cr_get_redirected_stderr();
+}
 
-  FILE *err = cr_get_redirected_stderr();
+/* METRALE_VULKAN_PROFILE=1: every launch is counted under its kernel, past the query pool's
+ * size (its slots are read back and reused), and the table goes to stderr at destroy. */
+Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
+  gpu_kernel add = 0;
+  gpu_ptr buf = 0;
+  metrale_device *dev = profiled_open("elementwise", "add", 1024, &add, &buf);
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_arg args[4] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(8)};
+  const unsigned n = 5000; /* > VK_PROFILE_SLOTS / 2 launches */
+  for (unsigned i = 0; i < n; i++)
+    VKT_OK(be->vt->launch(be, add, (gpu_dim3){1, 1, 1}, (gpu_dim3){256, 1, 1}, 0, NULL, args, 4));
+  FILE *err = profile_table(dev, buf);
   char line[512], name[128];
   unsigned long long launches = 0;
   int header = 0, found = 0;
@@ -229,14 +245,10 @@ Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
  * kernel, and the profile is how their times are told apart.  Every sequence here is empty, so
  * both phases return at once. */
 Test(vulkan_device, profile_rows_by_phase, .init = cr_redirect_stderr) {
-  setenv("METRALE_VULKAN_PROFILE", "1", 1);
-  metrale_device *dev = vkt_open();
-  gpu_backend *be = metrale_device_backend(dev);
   gpu_kernel chunked = 0;
-  VKT_OK(be->vt->kernel(be, "gdn_chunked", "delta_rule_prefill_chunked", &chunked));
-  gpu_ptr buf = 0;
-  VKT_OK(be->vt->alloc(be, 4096, &buf));
-  VKT_OK(be->vt->memset(be, buf, 0, 4096, NULL)); /* cu_seqlens {0, 0}: one empty sequence */
+  gpu_ptr buf = 0; /* zeros: cu_seqlens {0, 0}, one empty sequence */
+  metrale_device *dev = profiled_open("gdn_chunked", "delta_rule_prefill_chunked", 4096, &chunked, &buf);
+  gpu_backend *be = metrale_device_backend(dev);
   const unsigned made[2] = {3, 2};
   for (uint32_t phase = 0; phase < 2; phase++)
     for (unsigned i = 0; i < made[phase]; i++) {
@@ -247,13 +259,7 @@ Test(vulkan_device, profile_rows_by_phase, .init = cr_redirect_stderr) {
                           gpu_arg_u32(8),   gpu_arg_u32(phase)};
       VKT_OK(be->vt->launch(be, chunked, (gpu_dim3){1, 1, 1}, (gpu_dim3){128, 1, 1}, 0, NULL, args, 14));
     }
-  VKT_OK(be->vt->sync(be));
-  be->vt->free(be, buf);
-  metrale_device_destroy(dev);
-  unsetenv("METRALE_VULKAN_PROFILE");
-  fflush(stderr);
-
-  FILE *err = cr_get_redirected_stderr();
+  FILE *err = profile_table(dev, buf);
   char line[512];
   unsigned long long counted[2] = {0, 0};
   while (fgets(line, sizeof line, err))
