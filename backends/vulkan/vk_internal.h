@@ -204,7 +204,10 @@ void vk_profile_init(vk_backend *be);
 /* Before recording a launch: reads the slots back when the pool is full (finishing every
  * stream first). */
 metrale_status vk_profile_make_room(vk_backend *be);
-void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, metrale_kernel_id id, uint32_t phase);
+/* the launch's row: its kernel, and its `phase` argument where it has one (looked up only
+ * while profiling) */
+void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, const metrale_kernel_info *info,
+                      const gpu_arg *args);
 void vk_profile_end(vk_backend *be, VkCommandBuffer cb);
 /* Reads the rest back, prints the per-kernel table to stderr, destroys the pool. */
 void vk_profile_finish(vk_backend *be);

@@ -249,8 +249,7 @@ metrale_status vk_launch(gpu_backend *base, gpu_kernel kernel, gpu_dim3 grid, gp
   metrale_status s = vk_profile_make_room(be);
   if (!s) s = vk_stream_record(be, vk_stream_of(be, stream), &cb);
   if (!s) {
-    const int iphase = metrale_kernel_arg_index(info, "phase");
-    vk_profile_begin(be, cb, info->id, iphase >= 0 ? args[iphase].v.u32 : 0);
+    vk_profile_begin(be, cb, info, args);
     const vk_pipeline *p = &be->pipelines[info->id];
     be->fn.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
     if (pl->size)

@@ -71,10 +71,13 @@ metrale_status vk_profile_make_room(vk_backend *be) {
   return collect(be);
 }
 
-void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, metrale_kernel_id id, uint32_t phase) {
+void vk_profile_begin(vk_backend *be, VkCommandBuffer cb, const metrale_kernel_info *info,
+                      const gpu_arg *args) {
   vk_profile *p = &be->profile;
   if (!p->pool) return;
-  p->row[p->used / 2] = (uint32_t)id * VK_PROFILE_PHASES + (phase < VK_PROFILE_PHASES ? phase : 0);
+  const int iphase = metrale_kernel_arg_index(info, "phase");
+  const uint32_t phase = iphase >= 0 && args[iphase].v.u32 < VK_PROFILE_PHASES ? args[iphase].v.u32 : 0;
+  p->row[p->used / 2] = (uint32_t)info->id * VK_PROFILE_PHASES + phase;
   be->fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p->pool, p->used);
 }
 
