@@ -67,20 +67,24 @@ float silu(float x) { return x / (1.0 + exp(-x)); }
 
 shared float red_f32[LOCAL_SIZE];
 
-float block_sum(float v) {
-  uint t = gl_LocalInvocationID.x;
+// the sum of v over each group of G consecutive invocations (G a power of two dividing
+// LOCAL_SIZE), every invocation getting its group's
+float group_sum(float v, uint G) {
+  uint t = gl_LocalInvocationID.x, base = t - t % G;
   red_f32[t] = v;
   memoryBarrierShared();
   barrier();
-  for (uint s = LOCAL_SIZE / 2; s > 0; s >>= 1) {
-    if (t < s) red_f32[t] += red_f32[t + s];
+  for (uint s = G / 2u; s > 0u; s >>= 1) {
+    if (t % G < s) red_f32[t] += red_f32[t + s];
     memoryBarrierShared();
     barrier();
   }
-  float r = red_f32[0];
+  float r = red_f32[base];
   barrier();  // red_f32 may be reused right after
   return r;
 }
+
+float block_sum(float v) { return group_sum(v, LOCAL_SIZE); }
 
 float block_max(float v) {
   uint t = gl_LocalInvocationID.x;

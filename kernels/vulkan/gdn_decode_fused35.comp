@@ -33,23 +33,6 @@ shared float v_s[NPAR_MAX][DK_MAX];
 // round trip a row: 100 us a decode step on an H100, docs/perf.md).
 #define ROWS_IN_FLIGHT 32u
 
-// the sum of v over the G invocations of each group (every invocation calls it, in uniform
-// control flow; G a power of two)
-float group_sum(float v, uint G) {
-  uint t = gl_LocalInvocationID.x, base = t - t % G;
-  red_f32[t] = v;
-  memoryBarrierShared();
-  barrier();
-  for (uint s = G / 2u; s > 0u; s >>= 1) {
-    if (t % G < s) red_f32[t] += red_f32[t + s];
-    memoryBarrierShared();
-    barrier();
-  }
-  float r = red_f32[base];
-  barrier();  // red_f32 may be reused right after
-  return r;
-}
-
 // conv + SiLU of channel ch (of C) for this token: window = conv_state[slot, ch] then x
 float conv_channel(F32 row, int slot, uint ch, uint C, uint K) {
   uint Km1 = K - 1u;
