@@ -23,8 +23,31 @@ tl() {
 run() {
   local v=$1
   shift
-  METRALE_BACKEND_PATH=$PWD/.carry/var/$v LD_LIBRARY_PATH=$PWD/.carry/lib:$PWD/.carry/var/$v "$@"
+  METRALE_BACKEND_PATH=$PWD/.carry/var/$v LD_LIBRARY_PATH=$PWD/.carry/var/$v:$PWD/.carry/lib "$@"
 }
+# Each build must load its own libmetrale.so.0 (the layer, the ops and the kernel manifest that
+# its backend modules look their kernels up in).  With .carry/lib first in the path and a
+# libmetrale there, every build ran with that one library: on 2026-12-05 main's cuda module ran
+# with a patched build's manifest, which made add_rmsnorm an early-start row whose kernel did not
+# wait (the "race" of docs/bench/h200-2026-12-05-pdl; perf-decode.md section 30).  So the call
+# stops here unless every build resolves its own.
+libs_ok=1
+if ls .carry/lib/libmetrale* > /dev/null 2>&1; then
+  echo "a libmetrale in .carry/lib: $(ls .carry/lib/libmetrale*)" >> "$O/log.txt"
+  libs_ok=0
+fi
+for d in .carry/var/*/; do
+  v=$(basename "$d")
+  [ -x "$d/metrale" ] || continue
+  got=$(run "$v" ldd "$d/metrale" | awk '/libmetrale.so/ {print $3}')
+  echo "build $v loads $got" >> "$O/log.txt"
+  [ "$(readlink -f "$got")" = "$(readlink -f "$d/libmetrale.so.0")" ] || libs_ok=0
+done
+if [ $libs_ok != 1 ]; then
+  echo "a build would not load its own libmetrale.so.0: stopped (log.txt)" >&2
+  cp "$O/log.txt" "$OUT/log.txt"
+  exit 1
+fi
 B() { run "$1" timeout 200 ".carry/var/$1/metrale" bench --backend cuda "${@:2}"; }
 finish() {
   python3 scripts/bench-summary.py "$O"/*.json > "$O/summary.txt"

@@ -56,6 +56,9 @@ if [ -n "${CUBINS:-}" ]; then # the sm_90a kernels, for cuobjdump -sass there (s
   cp "$src"/core/include/metrale/kernels.def "$out"/cubin/ # its own early-start rows, patched or not
 fi
 ../shared/tools/collect-libs.sh .carry/lib "$out"/metrale_conformance "$out"/metrale_layer_tests >/dev/null
+# collect-libs also gathers the build's own library; each build loads the one in its folder
+# (scripts/device-call.sh checks), never a shared copy
+rm -f .carry/lib/libmetrale.so*
 git worktree remove --force "$src"
 echo "$out: $(git rev-parse --short HEAD)${*:+ + $*}"
 ls "$out"
