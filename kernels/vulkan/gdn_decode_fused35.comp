@@ -33,6 +33,12 @@ shared float v_s[NPAR_MAX][DK_MAX];
 // round trip a row: 100 us a decode step on an H100, docs/perf.md).
 #define ROWS_IN_FLIGHT 32u
 
+// rows i0 .. i0 + ROWS_IN_FLIGHT - 1 of column j of a state [dk, dv] (0 past dk or without a slot)
+void state_rows(F32 st, int slot, uint i0, uint j, uint dk, uint dv, out float w[ROWS_IN_FLIGHT]) {
+  [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++)
+    w[u] = (slot < 0 || i0 + u >= dk) ? 0.0 : st.v[(i0 + u) * dv + j];
+}
+
 // conv + SiLU of channel ch (of C) for this token: window = conv_state[slot, ch] then x
 float conv_channel(F32 row, int slot, uint ch, uint C, uint K) {
   uint Km1 = K - 1u;
@@ -101,16 +107,14 @@ void main() {
         float kS = 0.0;
         for (uint i0 = 0u; i0 < dk; i0 += ROWS_IN_FLIGHT) {
           float w[ROWS_IN_FLIGHT];
-          [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++)
-            w[u] = (slot < 0 || i0 + u >= dk) ? 0.0 : st.v[(i0 + u) * dv + j];
+          state_rows(st, slot, i0, j, dk, dv, w);
           [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++)
             if (i0 + u < dk) kS += k_s[i0 + u] * (w[u] * decay);
         }
         float d = beta * (v_s[g][j] - kS), o = 0.0;
         for (uint i0 = 0u; i0 < dk; i0 += ROWS_IN_FLIGHT) {
           float w[ROWS_IN_FLIGHT];
-          [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++)
-            w[u] = (slot < 0 || i0 + u >= dk) ? 0.0 : st.v[(i0 + u) * dv + j];
+          state_rows(st, slot, i0, j, dk, dv, w);
           [[unroll]] for (uint u = 0u; u < ROWS_IN_FLIGHT; u++) {
             if (i0 + u < dk) {
               float S = w[u] * decay;
