@@ -141,6 +141,41 @@ Test(bench_shape, decode_equals_prefill, .timeout = 1200) {
   metrale_device_destroy(dev);
 }
 
+/* The bench's mixer at decode batch 8 (one token of each of eight sequences): in_proj (12352 x
+ * 2048) and out_proj (2048 x 4096) are large weights.  On a GPU without matrix units (no
+ * GPU_CAP_F16_TENSOR, device memory: Vulkan's and HIP's portable shaders) both take the gemv up
+ * to 8 rows (ops.c gemv_max_m): the 64x64 tile there is FMAs too, and Vulkan's decode 8 took 491
+ * us with it against 158 by gemv on an H100 (docs/bench/h100-2026-12-05-libs/).  Elsewhere 8 rows
+ * of these weights go to tiles, never the gemv. */
+Test(paths, decode_8_by_gemv_only_without_matrix_units, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  cfg.hidden_size = 2048;
+  cfg.nk = 16, cfg.nv = 32, cfg.dk = 128, cfg.dv = 128;
+  const uint32_t flags = metrale_device_backend(dev)->caps.flags;
+  const int simt = !(flags & (GPU_CAP_F16_TENSOR | GPU_CAP_HOST_MEMORY));
+  const uint32_t lens[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  float *x = random_x(8ull * cfg.hidden_size, 97);
+  lt_run r;
+  lt_run_init(&r, dev, NULL, &cfg, 29, METRALE_PART_MIXER, x, lens, 8, 8);
+  metrale_device_launches_reset(dev);
+  lt_run_mode(&r, MODE_DECODE, 0);
+  const uint64_t gemv_in = metrale_device_launches(dev, METRALE_K_gemv_f32in);
+  if (simt) {
+    cr_expect(gemv_in > 0, "in_proj at 8 rows not by gemv_f32in on a GPU without matrix units");
+    cr_expect(metrale_device_launches(dev, METRALE_K_gemv_bf16) > 0,
+              "out_proj at 8 rows not by gemv_bf16 on a GPU without matrix units");
+    cr_expect_eq(metrale_device_launches(dev, METRALE_K_gemm_f32in), 0, "in_proj by the 64x64 tile");
+    cr_expect_eq(metrale_device_launches(dev, METRALE_K_gemm_bf16), 0, "out_proj by the 64x64 tile");
+  } else {
+    cr_expect_eq(gemv_in, 0, "in_proj at 8 rows by gemv where the backend has matrix units or host memory");
+  }
+  lt_run_free(&r);
+  free(x);
+  metrale_device_destroy(dev);
+}
+
 /* A prefill long and wide enough for the GEMMs' large tiles (on CUDA sm_90a: q|k|v and z on
  * the 128x256 warp-specialised tiles of fp16 x and in_proj, gemm_f16_ws, where the backend
  * has it, else z from bf16(x); 34 tile rows) and for the conv with

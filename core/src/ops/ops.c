@@ -18,6 +18,7 @@
 #define GEMV_MAX_M 4u       /* large weights where the backend has no 64-row ws split tiles */
 #define GEMV_MAX_M_SMALL 8u /* weights below GEMV_LARGE_NK */
 #define GEMV_MAX_M_LARGE 2u
+#define GEMV_MAX_M_SIMT 8u /* large weights on a GPU without matrix units */
 #define GEMV_LARGE_NK (4ull << 20)
 
 /* Whether a family names kernel id (METRALE_K_COUNT: none) and the backend has it. */
@@ -215,7 +216,13 @@ static uint32_t gemv_max_m(const metrale_ops *o, const gemm_family *f, uint32_t 
   if ((uint64_t)n * k < GEMV_LARGE_NK) return GEMV_MAX_M_SMALL;
   const int tiles = has_kernel(o, f->ws_split[1][0]) || has_kernel(o, f->ws_split[1][1]) ||
                     has_kernel(o, f->ws_split[1][2]);
-  return tiles ? GEMV_MAX_M_LARGE : GEMV_MAX_M;
+  if (tiles) return GEMV_MAX_M_LARGE;
+  /* Without matrix units (Vulkan's and HIP's portable shaders) the 64x64 tile is FMAs too: at 8
+   * rows it does the gemv's multiply-adds eight times over on 193 blocks each 2048 deep, while the
+   * gemv streams the weights once for 8 rows. */
+  const uint32_t flags = metrale_device_backend(o->dev)->caps.flags;
+  if (!(flags & (GPU_CAP_F16_TENSOR | GPU_CAP_HOST_MEMORY))) return GEMV_MAX_M_SIMT;
+  return GEMV_MAX_M;
 }
 
 /* The kernel a GEMM of m rows (and n columns, k deep; 0 = unknown: wide and deep, so no
