@@ -111,7 +111,6 @@ MK_KERNEL(add_rmsnorm)(bf16 *__restrict__ h, bf16 *__restrict__ y, const bf16 *_
                        unsigned n, float eps) {
   __shared__ float red[kBlock];
   mk_allow_next(); /* as rmsnorm_row's */
-  mk_wait_prior(); /* an early-start row (kernels.def): out_proj's output is read below */
   if (blockIdx.x >= rows) return; /* uniform per block: no barrier is skipped by part of it */
   const size_t off = (size_t)blockIdx.x * n;
   /* the norm reads the rounded sum h, exactly as add followed by rmsnorm would */
