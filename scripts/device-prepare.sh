@@ -12,8 +12,8 @@
 #   scripts/device-prepare.sh --vulkan-loader
 #       Debian's Vulkan loader, Khronos validation layer and glvnd (libEGL, libGLX: the device
 #       README lists them; with the loader alone NVIDIA's ICD did not load on 2026-12-05), as
-#       packages, into .gl/ (the device machine has none of them; a call unpacks them:
-#       docs/bench/next/call1/run.sh).
+#       packages, into .gl/ (the device machine has none of them; a call unpacks them with
+#       scripts/device-call.sh's vulkan_env).
 #
 # A call then carries [".carry"] (and ".gl") and runs a script that sources
 # scripts/device-call.sh.

@@ -6,8 +6,8 @@
 # without matrix units.  Carry [".carry", ".gl"] with .carry/var/{o,m,w}.
 # Prepare: scripts/device-prepare.sh o in a worktree at 9560ddd (before the shaders' change), its
 # .carry/var/o moved here; then at main's head: scripts/device-prepare.sh m;
-# scripts/device-prepare.sh w docs/bench/next/gemv8_simt.patch
-#   BUDGET=400 bash docs/bench/next/call3/vk.sh     (ROUNDS=1 for one round of the benches)
+# scripts/device-prepare.sh w the gemv8 patch (landed as 427913f)
+#   BUDGET=400 bash docs/bench/h200-2026-12-05-libs/scripts/vk.sh     (ROUNDS=1 for one round of the benches)
 cd "$(dirname "$0")/../../../.."
 CALL=c3vk
 . scripts/device-call.sh

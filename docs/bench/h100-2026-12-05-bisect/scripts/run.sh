@@ -1,10 +1,10 @@
 #!/bin/bash
-# The next device call (docs/bench/next/README.md), prepared on 2026-12-05 without a device,
+# The next device call (docs/bench/h100-2026-12-05-bisect/README.md), prepared on 2026-12-05 without a device,
 # in parts that each end inside one `run`'s 10 minutes (BUDGET seconds, 560 unless set):
-#   bash docs/bench/next/call1/run.sh cuda      # CUDA suites on main, cuda bench
-#   bash docs/bench/next/call1/run.sh vkcheck   # does the ICD load: the audit, vulkan_device
-#   bash docs/bench/next/call1/run.sh vksuites  # Vulkan device, memory, shapes, conformance
-#   bash docs/bench/next/call1/run.sh vk        # Vulkan benches, profiles, layer suite
+#   bash docs/bench/h100-2026-12-05-bisect/scripts/run.sh cuda      # CUDA suites on main, cuda bench
+#   bash docs/bench/h100-2026-12-05-bisect/scripts/run.sh vkcheck   # does the ICD load: the audit, vulkan_device
+#   bash docs/bench/h100-2026-12-05-bisect/scripts/run.sh vksuites  # Vulkan device, memory, shapes, conformance
+#   bash docs/bench/h100-2026-12-05-bisect/scripts/run.sh vk        # Vulkan benches, profiles, layer suite
 # Before them, on the development machine:
 #   rm -rf .carry/var                                                       # old variants
 #   scripts/device-prepare.sh m                                              # main's head

@@ -10,7 +10,7 @@
 #      stale L1 line explains it
 #   e  u run with METRALE_NO_EARLY_START=1: no programmatic launch at all (no build of its own)
 # Prepare (development machine):
-#   rm -rf .carry/var; P=docs/bench/next
+#   rm -rf .carry/var; P=docs/bench/h100-2026-12-05-bisect/scripts
 #   scripts/device-prepare.sh m
 #   CUBINS=1 scripts/device-prepare.sh u $P/usual_launch.patch
 #   scripts/device-prepare.sh a $P/usual_launch.patch $P/rmsnorm_no_trigger.patch
@@ -18,9 +18,9 @@
 #   scripts/device-prepare.sh c $P/usual_launch.patch $P/add_rmsnorm_ldcg.patch
 # (one after another: they share the worktree list).  Two parts, each inside one `run`'s 10
 # minutes (every timeout cut to BUDGET s, 560 unless set), carry [".carry"]:
-#   bash docs/bench/next/call1/bisect.sh suites   # the layer suite of every variant, the queued
+#   bash docs/bench/h100-2026-12-05-bisect/scripts/bisect.sh suites   # the layer suite of every variant, the queued
 #                                                 # steps 100 times, the SASS check
-#   bash docs/bench/next/call1/bisect.sh rest     # the layer bench of every variant, u alone and
+#   bash docs/bench/h100-2026-12-05-bisect/scripts/bisect.sh rest     # the layer bench of every variant, u alone and
 #                                                 # under initcheck and memcheck
 # Reading it: if u passes every round and its queued steps too, the race is rare and this says
 # little; if u fails and b passes, the kernel after add_rmsnorm does not wait for it; if c passes,

@@ -1,11 +1,11 @@
 #!/bin/bash
 # On the H200 (2026-12-05, forty-second session): main's suites with the tests new since the
 # last H200 call (heads of 128, the bench's shape, queued steps), and whether the failing form u
-# (add_rmsnorm launched as usual, docs/bench/next/usual_launch.patch) still races there: on an
+# (add_rmsnorm launched as usual, docs/bench/h100-2026-12-05-bisect/scripts/usual_launch.patch) still races there: on an
 # H100 the same day every variant passed every round (docs/bench/h100-2026-12-05-bisect/).
 # Carry [".carry"] with .carry/var/{m,u} (scripts/device-prepare.sh m; scripts/device-prepare.sh
-# u docs/bench/next/usual_launch.patch).
-#   BUDGET=330 bash docs/bench/next/call2/h200.sh
+# u docs/bench/h100-2026-12-05-bisect/scripts/usual_launch.patch).
+#   BUDGET=330 bash docs/bench/h200-2026-12-05-libs/scripts/h200.sh
 cd "$(dirname "$0")/../../../.."
 CALL=c2h200
 . scripts/device-call.sh
@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
 run m timeout $(tl 150) .carry/var/m/metrale_conformance --jobs 8 > $O/conf_cuda_m.txt 2>&1
 echo "m cuda conformance rc=$? $(tail -1 $O/conf_cuda_m.txt)" >> $O/log.txt
-for round in 1 2 3; do
+for round in $(seq ${ROUNDS:-3}); do
   for v in m u; do
     run $v env METRALE_LAUNCH_LOG=$O/launches_${v}_$round.txt timeout $(tl 120) .carry/var/$v/metrale_layer_tests --jobs 4 > $O/layer_${v}_$round.txt 2>&1
     echo "$v layer round $round rc=$? $(tail -1 $O/layer_${v}_$round.txt)" >> $O/log.txt
