@@ -222,6 +222,23 @@ static metrale_status choose_device(vk_backend *be, const gpu_backend_options *o
   return METRALE_OK;
 }
 
+/* Whether the device can report its pipelines' statistics (registers, local memory, ...:
+ * VK_KHR_pipeline_executable_properties), asked only when profiling. */
+static int has_exec_stats(vk_backend *be) {
+  VkExtensionProperties ext[512];
+  uint32_t n = 512;
+  if (be->fn.vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n, ext) < 0) return 0;
+  int found = 0;
+  for (uint32_t i = 0; i < n && !found; i++)
+    found = strcmp(ext[i].extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0;
+  if (!found) return 0;
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fe = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fe};
+  be->fn.vkGetPhysicalDeviceFeatures2(be->phys, &f);
+  return fe.pipelineExecutableInfo == VK_TRUE;
+}
+
 static metrale_status create_device(vk_backend *be) {
   float priority = 1.0f;
   VkDeviceQueueCreateInfo queue = {
@@ -236,9 +253,16 @@ static metrale_status create_device(vk_backend *be) {
     VkPhysicalDeviceFeatures2 have = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &have12};
     be->fn.vkGetPhysicalDeviceFeatures2(be->phys, &have);
     be->host_query_reset = have12.hostQueryReset == VK_TRUE;
+    be->exec_stats = has_exec_stats(be);
   }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fexec = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+      .pipelineExecutableInfo = VK_TRUE,
+  };
+  const char *exec_ext[] = {VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME};
   VkPhysicalDeviceVulkan12Features f12 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+      .pNext = be->exec_stats ? &fexec : NULL,
       .bufferDeviceAddress = VK_TRUE,
       .timelineSemaphore = VK_TRUE,
       .hostQueryReset = be->host_query_reset ? VK_TRUE : VK_FALSE,
@@ -258,6 +282,8 @@ static metrale_status create_device(vk_backend *be) {
       .pNext = &features,
       .queueCreateInfoCount = 1,
       .pQueueCreateInfos = &queue,
+      .enabledExtensionCount = be->exec_stats ? 1u : 0u,
+      .ppEnabledExtensionNames = exec_ext,
   };
   VkResult r = be->fn.vkCreateDevice(be->phys, &info, NULL, &be->device);
   if (r < 0) {
@@ -265,6 +291,13 @@ static metrale_status create_device(vk_backend *be) {
     return VK_STATUS(r, "vkCreateDevice");
   }
   METRALE_RETURN_IF_ERROR(vk_load_device(&be->fn, be->device));
+  if (be->exec_stats) {
+    be->fn.vkGetPipelineExecutablePropertiesKHR = (PFN_vkGetPipelineExecutablePropertiesKHR)(uintptr_t)
+        be->fn.vkGetDeviceProcAddr(be->device, "vkGetPipelineExecutablePropertiesKHR");
+    be->fn.vkGetPipelineExecutableStatisticsKHR = (PFN_vkGetPipelineExecutableStatisticsKHR)(uintptr_t)
+        be->fn.vkGetDeviceProcAddr(be->device, "vkGetPipelineExecutableStatisticsKHR");
+    be->exec_stats = be->fn.vkGetPipelineExecutablePropertiesKHR && be->fn.vkGetPipelineExecutableStatisticsKHR;
+  }
   be->fn.vkGetDeviceQueue(be->device, be->queue_family, 0, &be->queue);
   return METRALE_OK;
 }

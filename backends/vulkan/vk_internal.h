@@ -156,6 +156,7 @@ typedef struct vk_backend {
   vk_pipeline pipelines[METRALE_K_COUNT];
   vk_validation validation;
   int host_query_reset; /* enabled at device creation (asked only when profiling) */
+  int exec_stats;       /* pipelines capture their statistics (profiling, where the driver can) */
   vk_profile profile;
 } vk_backend;
 

@@ -85,6 +85,10 @@ typedef struct vk_fns {
   /* VK_EXT_debug_utils, present only with METRALE_VULKAN_VALIDATION=1 */
   PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
   PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+  /* VK_KHR_pipeline_executable_properties, present only with METRALE_VULKAN_PROFILE=1 where
+   * the driver has it (vk_profile.c prints each profiled pipeline's statistics) */
+  PFN_vkGetPipelineExecutablePropertiesKHR vkGetPipelineExecutablePropertiesKHR;
+  PFN_vkGetPipelineExecutableStatisticsKHR vkGetPipelineExecutableStatisticsKHR;
 } vk_fns;
 
 /* Opens the loader (METRALE_VULKAN_LOADER overrides the file name, for tests) and

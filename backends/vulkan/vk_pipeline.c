@@ -72,7 +72,9 @@ static metrale_status pipeline_create(vk_backend *be, const metrale_kernel_info 
       .mapEntryCount = 1, .pMapEntries = &cap_entry, .dataSize = sizeof be->loop_cap, .pData = &be->loop_cap};
   VkComputePipelineCreateInfo ci = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-      .flags = VK_PIPELINE_CREATE_DISPATCH_BASE_BIT, /* grids beyond maxComputeWorkGroupCount */
+      /* grids beyond maxComputeWorkGroupCount; the statistics for METRALE_VULKAN_PROFILE */
+      .flags = VK_PIPELINE_CREATE_DISPATCH_BASE_BIT |
+               (be->exec_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0u),
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = p->module,

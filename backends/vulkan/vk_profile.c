@@ -6,7 +6,10 @@
  * finished) and at the end, so profiling changes the timing it measures only there.
  *
  * It needs timestamps on the compute queue and Vulkan 1.2's hostQueryReset; a device
- * without them says so once on stderr and runs unprofiled.  Callers hold be->lock. */
+ * without them says so once on stderr and runs unprofiled.  Below the table, a line for each
+ * profiled kernel with its pipeline's statistics (registers, local memory, ...) where the
+ * driver has VK_KHR_pipeline_executable_properties (NVIDIA's, RADV, lavapipe), or a line
+ * saying it has not.  Callers hold be->lock. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +91,61 @@ void vk_profile_end(vk_backend *be, VkCommandBuffer cb) {
   p->used += 2;
 }
 
+/* One line a profiled kernel: what the driver reports of its pipeline (registers, local or
+ * spill memory, instructions, ...: VK_KHR_pipeline_executable_properties), names as the
+ * driver gives them.  rows: the profile's rows in print order. */
+static void print_statistics(vk_backend *be, const int *rows, int n) {
+  if (!be->exec_stats) {
+    fprintf(stderr, "metrale vulkan profile: %s reports no pipeline statistics "
+            "(VK_KHR_pipeline_executable_properties)\n", be->props.deviceName);
+    return;
+  }
+  fprintf(stderr, "pipeline statistics (the driver's names and values), a line a kernel:\n");
+  for (int i = 0; i < n; i++) {
+    const metrale_kernel_id id = (metrale_kernel_id)(rows[i] / VK_PROFILE_PHASES);
+    int seen = 0;
+    for (int j = 0; j < i; j++) seen |= (metrale_kernel_id)(rows[j] / VK_PROFILE_PHASES) == id;
+    const VkPipeline pipeline = be->pipelines[id].pipeline;
+    if (seen || !pipeline) continue; /* a kernel's phases share one pipeline */
+    const metrale_kernel_info *k = metrale_kernel_info_get(id);
+    fprintf(stderr, "%s.%s:", k->module, k->name);
+    VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pipeline};
+    VkPipelineExecutablePropertiesKHR ex[4];
+    uint32_t nex = 4;
+    for (uint32_t e = 0; e < nex; e++)
+      ex[e] = (VkPipelineExecutablePropertiesKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+    if (be->fn.vkGetPipelineExecutablePropertiesKHR(be->device, &pi, &nex, ex) < 0) nex = 0;
+    for (uint32_t e = 0; e < nex; e++) {
+      VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                        .pipeline = pipeline, .executableIndex = e};
+      VkPipelineExecutableStatisticKHR st[32];
+      uint32_t nst = 32;
+      for (uint32_t t = 0; t < nst; t++)
+        st[t] = (VkPipelineExecutableStatisticKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+      if (be->fn.vkGetPipelineExecutableStatisticsKHR(be->device, &ei, &nst, st) < 0) nst = 0;
+      if (nex > 1) fprintf(stderr, " [%s]", ex[e].name);
+      for (uint32_t t = 0; t < nst; t++) {
+        fprintf(stderr, " %s=", st[t].name);
+        switch (st[t].format) {
+          case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+            fprintf(stderr, "%s", st[t].value.b32 ? "yes" : "no");
+            break;
+          case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+            fprintf(stderr, "%lld", (long long)st[t].value.i64);
+            break;
+          case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+            fprintf(stderr, "%llu", (unsigned long long)st[t].value.u64);
+            break;
+          default:
+            fprintf(stderr, "%g", st[t].value.f64);
+        }
+        fprintf(stderr, "%s", t + 1 < nst ? ";" : "");
+      }
+    }
+    fprintf(stderr, "%s\n", nex ? "" : " none reported");
+  }
+}
+
 void vk_profile_finish(vk_backend *be) {
   vk_profile *p = &be->profile;
   if (!p->pool) return;
@@ -126,6 +184,7 @@ void vk_profile_finish(vk_backend *be) {
             p->total_ns[r] / 1e6, p->total_ns[r] / 1e3 / (double)p->launches[r],
             all > 0 ? 100.0 * p->total_ns[r] / all : 0.0);
   }
+  print_statistics(be, order, n);
   be->fn.vkDestroyQueryPool(be->device, p->pool, NULL);
   p->pool = VK_NULL_HANDLE;
 }

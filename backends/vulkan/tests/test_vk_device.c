@@ -272,3 +272,24 @@ Test(vulkan_device, profile_rows_by_phase, .init = cr_redirect_stderr) {
     cr_expect_eq(counted[phase], made[phase], "phase %d: %llu launches in its row, %u made", phase,
                  counted[phase], made[phase]);
 }
+
+/* Below the table, each profiled kernel's pipeline statistics as the driver reports them
+ * (VK_KHR_pipeline_executable_properties: registers, local memory, ...), or one line saying
+ * the driver has none: what a shader costs where there is no vendor profiler. */
+Test(vulkan_device, profile_prints_pipeline_statistics, .init = cr_redirect_stderr) {
+  gpu_kernel add = 0;
+  gpu_ptr buf = 0;
+  metrale_device *dev = profiled_open("elementwise", "add", 1024, &add, &buf);
+  gpu_backend *be = metrale_device_backend(dev);
+  gpu_arg args[4] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(8)};
+  VKT_OK(be->vt->launch(be, add, (gpu_dim3){1, 1, 1}, (gpu_dim3){256, 1, 1}, 0, NULL, args, 4));
+  FILE *err = profile_table(dev, buf);
+  char line[4096];
+  int stats = 0, none = 0;
+  while (fgets(line, sizeof line, err)) {
+    if (strncmp(line, "elementwise.add:", 16) == 0 && strchr(line + 16, '=')) stats = 1;
+    if (strstr(line, "reports no pipeline statistics")) none = 1;
+  }
+  cr_assert(stats || none, "neither elementwise.add's pipeline statistics nor a line saying there are none");
+  cr_log_info("pipeline statistics %s", stats ? "reported" : "not reported by this driver");
+}
