@@ -111,6 +111,13 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
+/* small_config with the bench's mixer: hidden 2048, 16 key / 32 value heads of 128 */
+static void bench_mixer_config(metrale_qwen3_config *c, int moe) {
+  small_config(c, moe);
+  c->hidden_size = 2048;
+  c->nk = 16, c->nv = 32, c->dk = 128, c->dv = 128;
+}
+
 /* The bench's layer (hidden 2048, 16 key / 32 value heads of 128, experts 512 wide, top 10, a
  * shared expert 512 wide), with 64 experts instead of 512 to keep the weights at 0.5 GB: the
  * shapes every issue-6 figure is measured at, which no fixture has.  Decoded, the layer agrees
@@ -122,9 +129,7 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
 Test(bench_shape, decode_equals_prefill, .timeout = 1200) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
-  small_config(&cfg, 1);
-  cfg.hidden_size = 2048;
-  cfg.nk = 16, cfg.nv = 32, cfg.dk = 128, cfg.dv = 128;
+  bench_mixer_config(&cfg, 1);
   cfg.num_experts = 64, cfg.num_experts_per_tok = 10, cfg.moe_intermediate_size = 512;
   cfg.shared_expert_intermediate_size = 512;
   metrale_device_launches_reset(dev);
@@ -150,9 +155,7 @@ Test(bench_shape, decode_equals_prefill, .timeout = 1200) {
 Test(paths, decode_8_by_gemv_only_without_matrix_units, .timeout = 600) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
-  cfg.hidden_size = 2048;
-  cfg.nk = 16, cfg.nv = 32, cfg.dk = 128, cfg.dv = 128;
+  bench_mixer_config(&cfg, 0);
   const uint32_t flags = metrale_device_backend(dev)->caps.flags;
   const int simt = !(flags & (GPU_CAP_F16_TENSOR | GPU_CAP_HOST_MEMORY));
   const uint32_t lens[8] = {1, 1, 1, 1, 1, 1, 1, 1};

@@ -216,16 +216,21 @@ static FILE *profile_table(metrale_device *dev, gpu_ptr buf) {
 
 /* METRALE_VULKAN_PROFILE=1: every launch is counted under its kernel, past the query pool's
  * size (its slots are read back and reused), and the table goes to stderr at destroy. */
-Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
+/* elementwise.add launched n times on a profiled device; the stream with what it printed */
+static FILE *profiled_adds(unsigned n) {
   gpu_kernel add = 0;
   gpu_ptr buf = 0;
   metrale_device *dev = profiled_open("elementwise", "add", 1024, &add, &buf);
   gpu_backend *be = metrale_device_backend(dev);
   gpu_arg args[4] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(8)};
-  const unsigned n = 5000; /* > VK_PROFILE_SLOTS / 2 launches */
   for (unsigned i = 0; i < n; i++)
     VKT_OK(be->vt->launch(be, add, (gpu_dim3){1, 1, 1}, (gpu_dim3){256, 1, 1}, 0, NULL, args, 4));
-  FILE *err = profile_table(dev, buf);
+  return profile_table(dev, buf);
+}
+
+Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
+  const unsigned n = 5000; /* > VK_PROFILE_SLOTS / 2 launches */
+  FILE *err = profiled_adds(n);
   char line[512], name[128];
   unsigned long long launches = 0;
   int header = 0, found = 0;
@@ -277,13 +282,7 @@ Test(vulkan_device, profile_rows_by_phase, .init = cr_redirect_stderr) {
  * (VK_KHR_pipeline_executable_properties: registers, local memory, ...), or one line saying
  * the driver has none: what a shader costs where there is no vendor profiler. */
 Test(vulkan_device, profile_prints_pipeline_statistics, .init = cr_redirect_stderr) {
-  gpu_kernel add = 0;
-  gpu_ptr buf = 0;
-  metrale_device *dev = profiled_open("elementwise", "add", 1024, &add, &buf);
-  gpu_backend *be = metrale_device_backend(dev);
-  gpu_arg args[4] = {gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_ptr(buf), gpu_arg_u32(8)};
-  VKT_OK(be->vt->launch(be, add, (gpu_dim3){1, 1, 1}, (gpu_dim3){256, 1, 1}, 0, NULL, args, 4));
-  FILE *err = profile_table(dev, buf);
+  FILE *err = profiled_adds(1);
   char line[4096];
   int stats = 0, none = 0;
   while (fgets(line, sizeof line, err)) {
