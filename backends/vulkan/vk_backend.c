@@ -7,23 +7,11 @@
 
 #include "vk_internal.h"
 
-static int has_device_extension(vk_backend *be, const char *name) {
-  uint32_t n = 0;
-  if (be->fn.vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n, NULL) < 0 || n == 0) return 0;
-  VkExtensionProperties *ext = calloc(n, sizeof *ext);
-  if (!ext) return 0;
-  int found = 0;
-  if (be->fn.vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n, ext) >= 0)
-    for (uint32_t i = 0; i < n && !found; i++) found = strcmp(ext[i].extensionName, name) == 0;
-  free(ext);
-  return found;
-}
-
 /* Vulkan has no portable "compute units" count: NVIDIA and AMD expose it through
  * vendor extensions; a CPU device (lavapipe) runs on the host's cores; anything else
  * reports 1. */
 static uint32_t compute_units(vk_backend *be) {
-  if (has_device_extension(be, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+  if (vk_has_device_extension(be, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
     VkPhysicalDeviceProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -31,7 +19,7 @@ static uint32_t compute_units(vk_backend *be) {
     be->fn.vkGetPhysicalDeviceProperties2(be->phys, &p);
     if (sm.shaderSMCount) return sm.shaderSMCount;
   }
-  if (has_device_extension(be, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+  if (vk_has_device_extension(be, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
     VkPhysicalDeviceShaderCorePropertiesAMD core = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
     VkPhysicalDeviceProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,

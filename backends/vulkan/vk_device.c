@@ -222,16 +222,22 @@ static metrale_status choose_device(vk_backend *be, const gpu_backend_options *o
   return METRALE_OK;
 }
 
+int vk_has_device_extension(vk_backend *be, const char *name) {
+  uint32_t n = 0;
+  if (be->fn.vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n, NULL) < 0 || n == 0) return 0;
+  VkExtensionProperties *ext = calloc(n, sizeof *ext);
+  if (!ext) return 0;
+  int found = 0;
+  if (be->fn.vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n, ext) >= 0)
+    for (uint32_t i = 0; i < n && !found; i++) found = strcmp(ext[i].extensionName, name) == 0;
+  free(ext);
+  return found;
+}
+
 /* Whether the device can report its pipelines' statistics (registers, local memory, ...:
  * VK_KHR_pipeline_executable_properties), asked only when profiling. */
 static int has_exec_stats(vk_backend *be) {
-  VkExtensionProperties ext[512];
-  uint32_t n = 512;
-  if (be->fn.vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n, ext) < 0) return 0;
-  int found = 0;
-  for (uint32_t i = 0; i < n && !found; i++)
-    found = strcmp(ext[i].extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0;
-  if (!found) return 0;
+  if (!vk_has_device_extension(be, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) return 0;
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fe = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fe};

@@ -196,6 +196,8 @@ static inline vk_backend *vk_cast(gpu_backend *be) { return (vk_backend *)be; }
 /* vk_device.c */
 metrale_status vk_device_open(vk_backend *be, const gpu_backend_options *options);
 void vk_device_close(vk_backend *be);
+/* Whether the chosen physical device offers the extension (0 also where it cannot be asked). */
+int vk_has_device_extension(vk_backend *be, const char *name);
 /* INTERNAL "N Vulkan validation errors: first: ..." for errors not yet reported. */
 metrale_status vk_validation_check(vk_backend *be);
 

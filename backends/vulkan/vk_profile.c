@@ -8,8 +8,8 @@
  * It needs timestamps on the compute queue and Vulkan 1.2's hostQueryReset; a device
  * without them says so once on stderr and runs unprofiled.  Below the table, a line for each
  * profiled kernel with its pipeline's statistics (registers, local memory, ...) where the
- * driver has VK_KHR_pipeline_executable_properties (NVIDIA's, RADV, lavapipe), or a line
- * saying it has not.  Callers hold be->lock. */
+ * driver has VK_KHR_pipeline_executable_properties (NVIDIA's has; Debian 12's lavapipe does
+ * not), or a line saying it has not.  Callers hold be->lock. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -214,8 +214,6 @@ static FILE *profile_table(metrale_device *dev, gpu_ptr buf) {
   return cr_get_redirected_stderr();
 }
 
-/* METRALE_VULKAN_PROFILE=1: every launch is counted under its kernel, past the query pool's
- * size (its slots are read back and reused), and the table goes to stderr at destroy. */
 /* elementwise.add launched n times on a profiled device; the stream with what it printed */
 static FILE *profiled_adds(unsigned n) {
   gpu_kernel add = 0;
@@ -228,6 +226,8 @@ static FILE *profiled_adds(unsigned n) {
   return profile_table(dev, buf);
 }
 
+/* METRALE_VULKAN_PROFILE=1: every launch is counted under its kernel, past the query pool's
+ * size (its slots are read back and reused), and the table goes to stderr at destroy. */
 Test(vulkan_device, profile_counts_every_launch, .init = cr_redirect_stderr) {
   const unsigned n = 5000; /* > VK_PROFILE_SLOTS / 2 launches */
   FILE *err = profiled_adds(n);
