@@ -95,6 +95,15 @@ grep -q '"gates": "slow"' "$tmp/stdout" && ok || bad "bench --core --gates slow 
 grep -q '"kernels": {"gdn_chunked\.delta_rule_prefill_chunked_prep": 1' "$tmp/stdout" && ok ||
   bad "bench --core does not list the chunked core's phase 0 among its kernels: $(cat "$tmp/stdout")"
 expect_refusal bench_gates_unknown bench --backend cpu --core --gates sometimes --prefill 128
+# --seqs: each length as that many sequences, each from a state of its own
+expect_success bench_core_seqs bench --backend cpu --core --seqs 3 --prefill 200 --samples 1 --warmup 0 --json
+grep -q '"sequences": 3' "$tmp/stdout" && ok || bad "bench --core --seqs 3 did not say so: $(cat "$tmp/stdout")"
+grep -q '"n": 200' "$tmp/stdout" && ok || bad "bench --core --seqs 3 --prefill 200 timed no 200 tokens: $(cat "$tmp/stdout")"
+expect_refusal bench_seqs_without_core bench --backend cpu --seqs 2 --decode 1 --prefill 8
+expect_refusal bench_seqs_zero bench --backend cpu --core --seqs 0 --prefill 128
+expect_refusal bench_seqs_past_tokens bench --backend cpu --core --seqs 9 --prefill 8
+"$bin" bench --backend cpu --core --seqs 9 --prefill 64,8 >"$tmp/stdout" 2>/dev/null
+[ ! -s "$tmp/stdout" ] && ok || bad "bench --core refused --seqs 9 --prefill 64,8 after printing: $(cat "$tmp/stdout")"
 expect_refusal bench_gates_without_core bench --backend cpu --gates slow --decode 1 --prefill 8
 expect_refusal bench_model_missing bench --backend cpu --model "$tmp/nope" --decode 1 --prefill 8
 expect_refusal bench_layer_without_model bench --backend cpu --layer 1

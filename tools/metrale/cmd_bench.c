@@ -75,13 +75,13 @@ typedef struct result {
 typedef struct core_ctx {
   const metrale_ops *ops;
   gpu_ptr o, qkv, g, beta, state, cu, slots, ws;
-  uint32_t t, nk, nv, dk, dv;
+  uint32_t t, s, nk, nv, dk, dv; /* tokens in s sequences */
 } core_ctx;
 
 static metrale_status core_once(void *p) {
   core_ctx *c = p;
   return op_delta_rule_prefill(c->ops, NULL, c->o, c->qkv, c->g, c->beta, c->state, c->cu, c->slots,
-                               c->ws, c->t, 1, c->nk, c->nv, c->dk, c->dv, 0);
+                               c->ws, c->t, c->s, c->nk, c->nv, c->dk, c->dv, 0);
 }
 
 static float core_uniform(uint64_t *x, float lo, float hi) { /* xorshift64* */
@@ -117,44 +117,59 @@ static double core_flops_per_token(const metrale_qwen3_config *g) {
   return g->nv * (2 * c * (3 * dk + 2 * dv) + 6 * dk * dv);
 }
 
-/* One sequence of each length: random v, g, beta and state, q and k random then
- * l2-normalised on the device by l2norm_qk, as the mixer leaves them. */
-static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config *cfg,
-                                 const uint32_t *lens, int n, int warmup, int samples, int json, int slow) {
+/* Each length's tokens as `seqs` sequences (their lengths differ by at most one), each from a
+ * state slot of its own: random v, g, beta and states, q and k random then l2-normalised on the
+ * device by l2norm_qk, as the mixer leaves them. */
+static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config *cfg, const uint32_t *lens,
+                                 int n, uint32_t seqs, int warmup, int samples, int json, int slow) {
   gpu_backend *be = metrale_device_backend(dev);
   metrale_ops ops;
   METRALE_RETURN_IF_ERROR(metrale_ops_init(&ops, dev));
   const uint32_t nk = cfg->nk, nv = cfg->nv, dk = cfg->dk, dv = cfg->dv;
   const uint64_t C = 2ull * nk * dk + (uint64_t)nv * dv;
+  for (int i = 0; i < n; i++) /* before any output */
+    if (lens[i] < seqs)
+      return METRALE_ERROR(INVALID_ARGUMENT, "--core with --seqs %u: %u tokens leave a sequence empty", seqs,
+                           lens[i]);
+  char seq_text[40];
+  if (seqs == 1) snprintf(seq_text, sizeof seq_text, "one sequence");
+  else snprintf(seq_text, sizeof seq_text, "%u sequences", seqs);
   if (!json)
-    printf("delta-rule prefill core, %u key / %u value heads of %u/%u, one sequence, %s gates: %s\n"
-           "%-8s %12s %12s %10s   %s\n", nk, nv, dk, dv, slow ? "slow" : "fast",
+    printf("delta-rule prefill core, %u key / %u value heads of %u/%u, %s, %s gates: %s\n"
+           "%-8s %12s %12s %10s   %s\n", nk, nv, dk, dv, seq_text, slow ? "slow" : "fast",
            metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), "tokens", "median ms", "min ms", "TFLOP/s",
            "kernels one call launches");
   else
-    printf("{\"core\": \"%s\", \"gates\": \"%s\", \"flops_per_token\": %.0f, \"results\": [",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), slow ? "slow" : "fast", core_flops_per_token(cfg));
+    printf("{\"core\": \"%s\", \"gates\": \"%s\", \"sequences\": %u, \"flops_per_token\": %.0f, \"results\": [",
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), slow ? "slow" : "fast", seqs,
+           core_flops_per_token(cfg));
   metrale_status s = METRALE_OK;
   for (int i = 0; i < n && !s; i++) {
     const uint32_t T = lens[i];
     const uint32_t blk = T < 1024 ? T : 1024; /* host-random rows, tiled over T */
-    core_ctx c = {.ops = &ops, .t = T, .nk = nk, .nv = nv, .dk = dk, .dv = dv};
-    const uint64_t wsb = metrale_ops_delta_rule_ws_bytes(&ops, T, 1, nv, dk, dv);
+    core_ctx c = {.ops = &ops, .t = T, .s = seqs, .nk = nk, .nv = nv, .dk = dk, .dv = dv};
+    const uint64_t wsb = metrale_ops_delta_rule_ws_bytes(&ops, T, seqs, nv, dk, dv);
+    const uint64_t sb = (uint64_t)nv * dk * dv; /* a slot's state, floats */
     uint64_t hn = blk * C;
     if ((uint64_t)T * nv > hn) hn = (uint64_t)T * nv;
-    if ((uint64_t)nv * dk * dv > hn) hn = (uint64_t)nv * dk * dv;
+    if (sb * seqs > hn) hn = sb * seqs;
     float *host = malloc(sizeof(float) * hn);
-    int32_t lists[3] = {0, (int32_t)T, 0}; /* cu_seqlens, then the slot */
+    /* cu_seqlens [seqs + 1], then the slots [seqs] */
+    int32_t *lists = malloc(sizeof(int32_t) * (2 * (size_t)seqs + 1));
+    if (lists) {
+      for (uint32_t q = 0; q <= seqs; q++) lists[q] = (int32_t)((uint64_t)T * q / seqs);
+      for (uint32_t q = 0; q < seqs; q++) lists[seqs + 1 + q] = (int32_t)q;
+    }
     uint64_t x = 0x9e3779b97f4a7c15ull + T;
-    if (!host) s = METRALE_ERROR(OUT_OF_MEMORY, "core bench host buffer");
+    if (!host || !lists) s = METRALE_ERROR(OUT_OF_MEMORY, "core bench host buffers");
     if (!s) s = metrale_alloc(dev, (uint64_t)T * C * 4, &c.qkv);
     if (!s) s = metrale_alloc(dev, (uint64_t)T * nv * dv * 2, &c.o);
     if (!s) s = metrale_alloc(dev, (uint64_t)T * nv * 4, &c.g);
     if (!s) s = metrale_alloc(dev, (uint64_t)T * nv * 4, &c.beta);
-    if (!s) s = metrale_alloc(dev, (uint64_t)nv * dk * dv * 4, &c.state);
-    if (!s) s = metrale_alloc(dev, 12, &c.cu);
+    if (!s) s = metrale_alloc(dev, sb * seqs * 4, &c.state);
+    if (!s) s = metrale_alloc(dev, sizeof(int32_t) * (2 * (uint64_t)seqs + 1), &c.cu);
     if (!s && wsb) s = metrale_alloc(dev, wsb, &c.ws);
-    c.slots = c.cu + 8;
+    c.slots = c.cu + 4 * ((uint64_t)seqs + 1);
     if (!s) {
       for (uint64_t j = 0; j < blk * C; j++) host[j] = core_uniform(&x, -1, 1);
       s = be->vt->copy_h2d(be, c.qkv, host, blk * C * 4, NULL);
@@ -177,12 +192,12 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
       if (!s) s = be->vt->sync(be);
     }
     if (!s) {
-      for (uint64_t j = 0; j < (uint64_t)nv * dk * dv; j++) host[j] = core_uniform(&x, -0.5f, 0.5f);
-      s = be->vt->copy_h2d(be, c.state, host, (uint64_t)nv * dk * dv * 4, NULL);
-      if (!s) s = be->vt->copy_h2d(be, c.cu, lists, sizeof lists, NULL);
+      for (uint64_t j = 0; j < sb * seqs; j++) host[j] = core_uniform(&x, -0.5f, 0.5f);
+      s = be->vt->copy_h2d(be, c.state, host, sb * seqs * 4, NULL);
+      if (!s) s = be->vt->copy_h2d(be, c.cu, lists, sizeof(int32_t) * (2 * (uint64_t)seqs + 1), NULL);
       if (!s) s = be->vt->sync(be);
     }
-    fprintf(stderr, "timing the delta-rule prefill core at %u tokens...\n", T);
+    fprintf(stderr, "timing the delta-rule prefill core at %u tokens in %s...\n", T, seq_text);
     double med = 0, mn = 0;
     char kt[4096], kj[6144];
     if (!s) s = bench_kernels(dev, core_once, &c, kt, sizeof kt, kj, sizeof kj);
@@ -196,6 +211,7 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
         printf("%-8u %12.3f %12.3f %10.1f   %s\n", T, med * 1e3, mn * 1e3, tf, kt);
     }
     free(host);
+    free(lists);
     gpu_ptr bufs[] = {c.qkv, c.o, c.g, c.beta, c.state, c.cu, c.ws};
     for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) metrale_free(dev, bufs[b]);
   }
@@ -212,7 +228,7 @@ int cmd_bench(int argc, char **argv) {
       {"--samples", 1, NULL, "timed samples per case, median reported (default 15)"},
       {"--warmup", 1, NULL, "untimed calls before timing (default 3)"},
       {"--json", 0, NULL, "print one JSON object instead of the table"},
-      {"--core", 0, NULL, "time only the delta-rule prefill core, one sequence per --prefill length"},
+      {"--core", 0, NULL, "time only the delta-rule prefill core, one sequence per --prefill length (or --seqs)"},
       {"--model", 1, NULL, "load layer --layer of this HF checkpoint folder instead of random weights"},
       {"--layer", 1, NULL, "with --model: the layer index (default 0)"},
       {"--no-graphs", 0, NULL, "launch decode steps eagerly even where the backend replays graphs"},
@@ -222,8 +238,11 @@ int cmd_bench(int argc, char **argv) {
       {"--one-stream", 0, NULL,
        "keep the MoE layer's shared expert on the layer's stream (by default it runs on a second stream "
        "beside the routed experts where the backend can fork and join streams)"},
+      {"--seqs", 1, NULL,
+       "with --core: each --prefill length as this many sequences of (nearly) equal length, each from "
+       "a state of its own (default 1)"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 13, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 14, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -237,6 +256,10 @@ int cmd_bench(int argc, char **argv) {
   if (!s && opts[5].value) s = cli_parse_u32("--warmup", opts[5].value, &warmup);
   if (!s && (samples == 0 || samples > 10000)) s = METRALE_ERROR(INVALID_ARGUMENT, "--samples must be 1..10000");
   int slow = 0;
+  uint32_t seqs = 1;
+  if (!s && opts[13].value && !opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--seqs goes with --core");
+  else if (!s && opts[13].value) s = cli_parse_u32("--seqs", opts[13].value, &seqs);
+  if (!s && (seqs == 0 || seqs > 65536)) s = METRALE_ERROR(INVALID_ARGUMENT, "--seqs must be 1..65536");
   if (!s && opts[11].value && !opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--gates goes with --core");
   else if (!s && opts[11].value && strcmp(opts[11].value, "slow") == 0) slow = 1;
   else if (!s && opts[11].value && strcmp(opts[11].value, "fast") != 0)
@@ -270,7 +293,7 @@ int cmd_bench(int argc, char **argv) {
     return cli_fail("bench", s);
   }
   if (opts[7].value) {
-    s = bench_core(dev, &cfg, pre, npre, (int)warmup, (int)samples, json, slow);
+    s = bench_core(dev, &cfg, pre, npre, seqs, (int)warmup, (int)samples, json, slow);
     metrale_device_destroy(dev);
     return s ? cli_fail("bench", s) : CLI_OK;
   }
