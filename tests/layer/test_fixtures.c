@@ -101,6 +101,7 @@ Test(fixtures, moe_r4_layer) { check_fixture("moe_r4", 2, METRALE_PART_LAYER); }
  * delta-rule prefill (kernels.def delta_rule_prefill_chunked), prefill takes it here (the
  * ops take it from 64 tokens a sequence on average: one of 200; 64, 130, 7), across chunk
  * boundaries and a partial last chunk; the split modes and the other fixtures run the
- * sequential kernel. */
+ * sequential kernel, except where the fp16 chunked kernel runs (from 32 tokens on average:
+ * moe_r2's 40 and dense_r1's 50 tokens alone take it there too). */
 Test(fixtures, long_r2_mixer) { check_fixture("long_r2", 1, METRALE_PART_MIXER); }
 Test(fixtures, long_r2_layer) { check_fixture("long_r2", 1, METRALE_PART_LAYER); }

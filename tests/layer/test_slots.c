@@ -199,6 +199,24 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
+/* Sequences of 32 to 63 tokens on average take the chunked core where its fp16 kernel runs
+ * (ops.c CHUNKED_F16_MIN_AVG_TOKENS: on an H100 it beat the sequential kernel from 12-30 tokens a
+ * sequence, docs/perf-prefill.md part 22); below 64 they took the sequential kernel before.  The
+ * cpu serves the fp16 rows with its exact code, so the flag makes it take the same path. */
+Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
+  metrale_device *dev = lt_open_device();
+  metrale_device_backend(dev)->caps.flags |= GPU_CAP_F16_TENSOR; /* as in_proj_beyond_half_range_keeps_f32_x */
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 0);
+  const uint32_t lens[] = {40, 41};
+  float *x = random_x(81ull * cfg.hidden_size, 53);
+  metrale_device_launches_reset(dev);
+  expect_modes_agree(dev, &cfg, 29, METRALE_PART_MIXER, x, lens, 2, 1);
+  lt_expect_launched(dev, METRALE_K_delta_rule_prefill_chunked_f16, "a prefill of sequences averaging 40 tokens");
+  free(x);
+  metrale_device_destroy(dev);
+}
+
 /* A wide hidden size over few, narrow heads (H = 2048 > 2 P): the prefill's fp16 copy of x
  * (H halves a token) is larger than the decode projection's scratch it borrows (P floats a
  * token).  Prefill agrees with decode, and (white box: the cpu's GEMM copies x before it

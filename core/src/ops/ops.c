@@ -604,19 +604,30 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
  * phase 1 (delta_rule_prefill_chunked_wg) and delta_rule_prefill_chunked_f16 take 32. */
 #define CHUNKED_COLS 16u
 #define CHUNKED_WG_COLS 32u
-/* Below this many tokens per sequence on average the sequential kernel is taken: on the
- * H200 it costs ~3 us a token per sequence, the chunked one tens of us for phase 0 plus ~6 us
- * a chunk step (docs/perf-prefill.md), so short sequences are faster token by token (the
- * crossover was not measured again after the chunk step got 3x cheaper). */
-#define CHUNKED_MIN_AVG_TOKENS 64u
+/* Below this many tokens per sequence on average the sequential kernel is taken: it costs
+ * ~1-3 us a token per sequence, the chunked one a launch of phase 0 plus a chunk step
+ * (docs/perf-prefill.md), so short sequences are faster token by token.  64 where the fp16
+ * chunked kernel does not run (measured only on Vulkan, where the crossover moves between 32
+ * and past 128 tokens with the number of sequences: docs/perf-prefill.md part 22). */
+#define CHUNKED_MIN_AVG_TOKENS 64
+/* The same where the fp16 chunked kernel runs.  On an H100 (docs/perf-prefill.md part 22; the
+ * core of 1, 8, 32 and 128 sequences of 4 to 128 tokens, both paths forced) it beat the
+ * sequential kernel from 12-16 tokens a sequence, except at 8 sequences, from ~30; at 32 tokens
+ * it took 18.6 / 55.2 / 171 / 592 us against 39.0 / 58.3 / 273 / 1051. */
+#define CHUNKED_F16_MIN_AVG_TOKENS 32
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
 
 static int chunked_fits(const metrale_ops *o, uint32_t dk, uint32_t dv) {
   return o->k[METRALE_K_delta_rule_prefill_chunked] && dk > 0 && dk <= CHUNKED_DK_MAX &&
          dk % 8 == 0 && dv > 0 && dv <= CHUNKED_DV_MAX && dv % 8 == 0;
 }
 
+static int chunked_f16(const metrale_ops *o);
+
 static int chunked_pays(const metrale_ops *o, uint32_t t, uint32_t s, uint32_t dk, uint32_t dv) {
-  return chunked_fits(o, dk, dv) && s > 0 && (uint64_t)t >= (uint64_t)CHUNKED_MIN_AVG_TOKENS * s;
+  const uint64_t min_avg = chunked_f16(o) ? CHUNKED_F16_MIN_AVG_TOKENS : CHUNKED_MIN_AVG_TOKENS;
+  return chunked_fits(o, dk, dv) && s > 0 && (uint64_t)t >= min_avg * s;
 }
 
 static uint64_t chunked_chunks(uint32_t t, uint32_t s) {
@@ -641,30 +652,33 @@ const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t d
   if (v_half)
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh on v in IEEE half from the conv; fp16 operands "
-           "in the chunk step, the state f32 and scaled per chunk) when sequences average 64+ tokens, else "
-           "gdn.delta_rule_prefill";
+           "in the chunk step, the state f32 and scaled per chunk) when sequences average "
+           TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS) "+ tokens, else gdn.delta_rule_prefill";
   if (chunked_f16(o) && o->k[METRALE_K_delta_rule_prefill_chunked_f16_prep])
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep; fp16 operands in the chunk step, the state f32 "
-           "and scaled per chunk) when sequences average 64+ tokens, else gdn.delta_rule_prefill";
+           "and scaled per chunk) when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
+           "+ tokens, else gdn.delta_rule_prefill";
   if (chunked_f16(o))
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens, both phases; fp16 operands "
-           "in the chunk step, the state f32 and scaled per chunk) when sequences average 64+ tokens, "
-           "else gdn.delta_rule_prefill";
+           "in the chunk step, the state f32 and scaled per chunk) when sequences average "
+           TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS) "+ tokens, else gdn.delta_rule_prefill";
+#define AVG64 TEXT_OF(CHUNKED_MIN_AVG_TOKENS)
   static const char *const path[2][2] = {
       /* [has _prep][has _wg] */
-      {"gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) when sequences average 64+ "
-       "tokens, else gdn.delta_rule_prefill",
+      {"gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens) when sequences average " AVG64
+       "+ tokens, else gdn.delta_rule_prefill",
        "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 1 by "
-       "gdn_chunked.delta_rule_prefill_chunked_wg) when sequences average 64+ tokens, else "
-       "gdn.delta_rule_prefill"},
+       "gdn_chunked.delta_rule_prefill_chunked_wg) when sequences average " AVG64
+       "+ tokens, else gdn.delta_rule_prefill"},
       {"gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 0 by "
-       "gdn_chunked.delta_rule_prefill_chunked_prep) when sequences average 64+ tokens, else "
-       "gdn.delta_rule_prefill",
+       "gdn_chunked.delta_rule_prefill_chunked_prep) when sequences average " AVG64
+       "+ tokens, else gdn.delta_rule_prefill",
        "gdn_chunked.delta_rule_prefill_chunked (chunks of 64 tokens; phase 0 by "
        "gdn_chunked.delta_rule_prefill_chunked_prep, phase 1 by "
-       "gdn_chunked.delta_rule_prefill_chunked_wg) when sequences average 64+ tokens, else "
-       "gdn.delta_rule_prefill"}};
+       "gdn_chunked.delta_rule_prefill_chunked_wg) when sequences average " AVG64
+       "+ tokens, else gdn.delta_rule_prefill"}};
+#undef AVG64
   return path[!!o->k[METRALE_K_delta_rule_prefill_chunked_prep]]
              [!!o->k[METRALE_K_delta_rule_prefill_chunked_wg]];
 }
@@ -734,9 +748,6 @@ int metrale_ops_has_gdn_decode_fused(const metrale_ops *o) { return o->k[METRALE
  * decode; above it the fused kernel's block per key head streams the state faster
  * (docs/perf-decode.md, section 9). */
 #define DECODE_CLUSTER_MAX_BATCH 4
-#define TEXT_OF_(x) #x
-#define TEXT_OF(x) TEXT_OF_(x)
-
 /* The heads the cluster and pair kernels take: dk = dv = 128, at most two value heads a key head. */
 static int heads_128_r2(uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
   return dk == 128 && dv == 128 && nk != 0 && nv % nk == 0 && nv <= 2 * nk;

@@ -158,9 +158,9 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
                                     uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv);
 /* The delta-rule prefill over s sequences of t tokens in all: gdn_chunked.
  * delta_rule_prefill_chunked (two launches) when the backend has it, the heads fit its
- * contract, the sequences average 64 tokens or more and ws (metrale_ops_delta_rule_ws_bytes
- * of device scratch, 0 when the chunked kernel would not be used) is given; else the
- * sequential gdn.delta_rule_prefill. */
+ * contract, the sequences average 64 tokens or more (32 where the fp16 chunked kernel runs)
+ * and ws (metrale_ops_delta_rule_ws_bytes of device scratch, 0 when the chunked kernel would
+ * not be used) is given; else the sequential gdn.delta_rule_prefill. */
 uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *ops, uint32_t t, uint32_t s,
                                          uint32_t nv, uint32_t dk, uint32_t dv);
 /* The path string; v_half: op_delta_rule_prefill's with vh (metrale_ops_v_half_fits). */
