@@ -99,7 +99,9 @@ expect_refusal bench_gates_unknown bench --backend cpu --core --gates sometimes 
 expect_success bench_core_seqs bench --backend cpu --core --seqs 3 --prefill 200 --samples 1 --warmup 0 --json
 grep -q '"sequences": 3' "$tmp/stdout" && ok || bad "bench --core --seqs 3 did not say so: $(cat "$tmp/stdout")"
 grep -q '"n": 200' "$tmp/stdout" && ok || bad "bench --core --seqs 3 --prefill 200 timed no 200 tokens: $(cat "$tmp/stdout")"
-expect_refusal bench_seqs_without_core bench --backend cpu --seqs 2 --decode 1 --prefill 8
+expect_success bench_seqs_mixer bench --backend cpu --decode 1 --prefill 16 --seqs 2 --samples 1 --warmup 0 --json
+grep -q '"prefill_sequences": 2' "$tmp/stdout" && ok || bad "bench --seqs 2 did not say so: $(cat "$tmp/stdout")"
+expect_refusal bench_seqs_past_prefill bench --backend cpu --seqs 9 --decode 1 --prefill 8
 expect_refusal bench_seqs_zero bench --backend cpu --core --seqs 0 --prefill 128
 expect_refusal bench_seqs_past_tokens bench --backend cpu --core --seqs 9 --prefill 8
 "$bin" bench --backend cpu --core --seqs 9 --prefill 64,8 >"$tmp/stdout" 2>/dev/null

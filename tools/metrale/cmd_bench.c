@@ -28,25 +28,25 @@ typedef struct case_ctx {
   metrale_state_pool *pool;
   metrale_part part;
   int decode;
-  uint32_t n; /* batch (decode) or tokens (prefill) */
-  int32_t *slots, cu[2];
+  uint32_t n, seqs; /* batch (decode) or tokens (prefill, in seqs sequences) */
+  int32_t *slots, *cu;
   gpu_ptr x, y;
 } case_ctx;
 
 static metrale_status case_once(void *p) {
   case_ctx *c = p;
   if (c->decode) return metrale_qwen3_ssm_decode(c->layer, c->pool, c->part, c->slots, c->n, c->x, c->y, NULL);
-  return metrale_qwen3_ssm_prefill(c->layer, c->pool, c->part, c->cu, c->slots, 1, c->x, c->y, NULL);
+  return metrale_qwen3_ssm_prefill(c->layer, c->pool, c->part, c->cu, c->slots, c->seqs, c->x, c->y, NULL);
 }
 
 /* Bytes a call must move and FLOPs it must do, counted from the shapes. */
 static void count(const metrale_qwen3_config *g, metrale_part part, int moe, int decode, uint32_t n,
-                  double *bytes, double *flops) {
+                  uint32_t nseq, double *bytes, double *flops) {
   const double H = g->hidden_size, nv = g->nv, dk = g->dk, dv = g->dv;
   const double C = 2.0 * g->nk * dk + nv * dv, P = C + nv * dv + 2 * nv, K = g->conv_kernel;
   double wbytes = 2 * (P * H + H * nv * dv + C * K) + 4 * nv + 2 * nv + 2 * dv;
   double state = 4 * (nv * dk * dv + C * (K - 1)); /* per sequence */
-  double seqs = decode ? n : 1;
+  double seqs = decode ? n : nseq;
   double act = 2 * n * (2 * H); /* input read, output written */
   *flops = 2 * n * (P * H + H * nv * dv) + n * nv * dk * dv * 8.0;
   if (part == METRALE_PART_LAYER && !moe) { /* dense SwiGLU MLP */
@@ -239,8 +239,8 @@ int cmd_bench(int argc, char **argv) {
        "keep the MoE layer's shared expert on the layer's stream (by default it runs on a second stream "
        "beside the routed experts where the backend can fork and join streams)"},
       {"--seqs", 1, NULL,
-       "with --core: each --prefill length as this many sequences of (nearly) equal length, each from "
-       "a state of its own (default 1)"},
+       "each --prefill length as this many sequences of (nearly) equal length, each from a state of its "
+       "own (default 1)"},
   };
   int rc = cli_parse("bench", "[options]", opts, 14, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
@@ -257,8 +257,7 @@ int cmd_bench(int argc, char **argv) {
   if (!s && (samples == 0 || samples > 10000)) s = METRALE_ERROR(INVALID_ARGUMENT, "--samples must be 1..10000");
   int slow = 0;
   uint32_t seqs = 1;
-  if (!s && opts[13].value && !opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--seqs goes with --core");
-  else if (!s && opts[13].value) s = cli_parse_u32("--seqs", opts[13].value, &seqs);
+  if (!s && opts[13].value) s = cli_parse_u32("--seqs", opts[13].value, &seqs);
   if (!s && (seqs == 0 || seqs > 65536)) s = METRALE_ERROR(INVALID_ARGUMENT, "--seqs must be 1..65536");
   if (!s && opts[11].value && !opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--gates goes with --core");
   else if (!s && opts[11].value && strcmp(opts[11].value, "slow") == 0) slow = 1;
@@ -275,6 +274,9 @@ int cmd_bench(int argc, char **argv) {
   if (is_cpu) pre[0] = 256;
   if (opts[2].value) s = cli_parse_u32_list("--decode", opts[2].value, dec, 16, &ndec);
   if (!s && opts[3].value) s = cli_parse_u32_list("--prefill", opts[3].value, pre, 16, &npre);
+  for (int i = 0; i < npre && !s; i++)
+    if (pre[i] < seqs)
+      s = METRALE_ERROR(INVALID_ARGUMENT, "--seqs %u: a prefill of %u tokens leaves a sequence empty", seqs, pre[i]);
 
   metrale_qwen3_config cfg;
   bench_a3b_config(&cfg);
@@ -328,21 +330,22 @@ int cmd_bench(int argc, char **argv) {
   uint64_t wbytes = layer ? metrale_qwen3_ssm_layer_weight_bytes(layer) : 0;
 
   /* after the layer, so that a bad --model fails before any progress output */
-  if (!s) fprintf(info, "metrale bench on %s (%s), part %s, decode steps %s%s\n", be->name,
-                  be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer (mixer + FFN)",
+  if (!s) fprintf(info, "metrale bench on %s (%s), part %s, decode steps %s%s, each prefill as %u sequence%s\n",
+                  be->name, be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer (mixer + FFN)",
                   graphs ? "replayed as graphs" : "launched eagerly",
-                  second ? ", the shared expert on a second stream" : "");
+                  second ? ", the shared expert on a second stream" : "", seqs, seqs == 1 ? "" : "s");
   if (!s) fprintf(stderr, "measuring ceilings...\n");
   if (!s) s = bench_copy_bandwidth(dev, is_cpu ? (256u << 20) : (1ull << 30), &bw);
   if (!s) s = bench_gemm_rate(dev, is_cpu ? 512 : 8192, &tf);
 
-  uint32_t maxn = 1, maxb = 1;
+  uint32_t maxn = 1, maxb = seqs; /* slots: a decode batch's, or a prefill's sequences */
   for (int i = 0; i < ndec; i++) maxb = dec[i] > maxb ? dec[i] : maxb, maxn = dec[i] > maxn ? dec[i] : maxn;
   for (int i = 0; i < npre; i++) maxn = pre[i] > maxn ? pre[i] : maxn;
   metrale_state_pool *pool = NULL;
   case_ctx c = {.layer = layer, .part = part};
-  int32_t *slots = calloc(maxb, sizeof *slots);
-  if (!s && !slots) s = METRALE_ERROR(OUT_OF_MEMORY, "slots");
+  int32_t *slots = calloc(maxb, sizeof *slots), *cu = calloc((size_t)seqs + 1, sizeof *cu);
+  if (!s && (!slots || !cu)) s = METRALE_ERROR(OUT_OF_MEMORY, "slots");
+  c.cu = cu;
   for (uint32_t i = 0; slots && i < maxb; i++) slots[i] = (int32_t)i;
   c.slots = slots;
   if (!s) s = metrale_state_pool_create(dev, metrale_state_dims_of(&cfg), maxb, &pool);
@@ -357,7 +360,8 @@ int cmd_bench(int argc, char **argv) {
   for (int i = 0; i < ndec + npre && !s; i++) {
     c.decode = i < ndec;
     c.n = c.decode ? dec[i] : pre[i - ndec];
-    c.cu[0] = 0, c.cu[1] = (int32_t)c.n;
+    c.seqs = c.decode ? 1 : seqs;
+    for (uint32_t q = 0; cu && q <= c.seqs; q++) c.cu[q] = (int32_t)((uint64_t)c.n * q / c.seqs);
     fprintf(stderr, "timing %s %u...\n", c.decode ? "decode batch" : "prefill tokens", c.n);
     result *r = &res[nres];
     r->kind = c.decode ? "decode" : "prefill";
@@ -371,7 +375,7 @@ int cmd_bench(int argc, char **argv) {
     if (!s) s = bench_time(dev, case_once, &c, (int)warmup, (int)samples, &r->median, &r->min);
     if (s) break;
     double bytes, flops;
-    count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, &bytes, &flops);
+    count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, c.decode ? 1 : seqs, &bytes, &flops);
     r->gbps = bytes / r->median / 1e9;
     r->tflops = flops / r->median / 1e12;
     nres++;
@@ -380,11 +384,12 @@ int cmd_bench(int argc, char **argv) {
     if (json) {
       printf("{\"backend\": \"%s\", \"device\": \"%s\", \"part\": \"%s\", \"copy_gbps\": %.2f, "
              "\"gemm_tflops\": %.4f, \"weight_bytes\": %llu, \"load_seconds\": %.3f, "
-             "\"load_peak_rss_delta_bytes\": %llu, \"decode_graphs\": %s, \"second_stream\": %s, \"results\": [",
+             "\"load_peak_rss_delta_bytes\": %llu, \"decode_graphs\": %s, \"second_stream\": %s, "
+             "\"prefill_sequences\": %u, \"results\": [",
              be->name, be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer", bw, tf,
              (unsigned long long)wbytes, t_load,
              (unsigned long long)(rss_peak > rss_before ? rss_peak - rss_before : 0),
-             graphs ? "true" : "false", second ? "true" : "false");
+             graphs ? "true" : "false", second ? "true" : "false", seqs);
       for (int i = 0; i < nres; i++)
         printf("%s{\"kind\": \"%s\", \"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"gbps\": %.2f, "
                "\"pct_copy_bw\": %.1f, \"tflops\": %.4f, \"kernels\": %s}", i ? ", " : "", res[i].kind, res[i].n,
@@ -411,6 +416,7 @@ int cmd_bench(int argc, char **argv) {
     metrale_free(dev, c.y);
   }
   free(slots);
+  free(cu);
   free(res);
   metrale_state_pool_destroy(pool);
   metrale_qwen3_ssm_layer_destroy(layer);
