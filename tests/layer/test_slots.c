@@ -200,9 +200,9 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
 }
 
 /* Sequences of 32 to 63 tokens on average take the chunked core where its fp16 kernel runs
- * (ops.c CHUNKED_F16_MIN_AVG_TOKENS: on an H100 it beat the sequential kernel from 12-30 tokens a
- * sequence, docs/perf-prefill.md part 22); below 64 they took the sequential kernel before.  The
- * cpu serves the fp16 rows with its exact code, so the flag makes it take the same path. */
+ * (ops.c CHUNKED_F16_MIN_AVG_TOKENS: on the H200 it beat the sequential kernel from 10-30 tokens
+ * a sequence, docs/perf-prefill.md part 22); below 64 they took the sequential kernel before.
+ * The cpu serves the fp16 rows with its exact code, so the flag makes it take the same path. */
 Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
   metrale_device *dev = lt_open_device();
   metrale_device_backend(dev)->caps.flags |= GPU_CAP_F16_TENSOR; /* as in_proj_beyond_half_range_keeps_f32_x */

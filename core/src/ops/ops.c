@@ -610,10 +610,10 @@ metrale_status op_delta_rule_decode(const metrale_ops *o, gpu_stream st, gpu_ptr
  * chunked kernel does not run (measured only on Vulkan, where the crossover moves between 32
  * and past 128 tokens with the number of sequences: docs/perf-prefill.md part 22). */
 #define CHUNKED_MIN_AVG_TOKENS 64
-/* The same where the fp16 chunked kernel runs.  On an H100 (docs/perf-prefill.md part 22; the
- * core of 1, 8, 32 and 128 sequences of 4 to 128 tokens, both paths forced) it beat the
- * sequential kernel from 12-16 tokens a sequence, except at 8 sequences, from ~30; at 32 tokens
- * it took 18.6 / 55.2 / 171 / 592 us against 39.0 / 58.3 / 273 / 1051. */
+/* The same where the fp16 chunked kernel runs.  On the H200 (docs/perf-prefill.md part 22; the
+ * core of 1, 8, 32 and 128 sequences of 8 to 128 tokens, both paths forced) it beat the
+ * sequential kernel from ~10-12 tokens a sequence, except at 8 sequences, from ~20-30 (an H100
+ * agreed); at 32 tokens it took 18.3 / 50.1 / 151.8 / 520 us against 38.7 / 57.6 / 266.4 / 1024. */
 #define CHUNKED_F16_MIN_AVG_TOKENS 32
 #define TEXT_OF_(x) #x
 #define TEXT_OF(x) TEXT_OF_(x)
