@@ -39,6 +39,12 @@ static metrale_status case_once(void *p) {
   return metrale_qwen3_ssm_prefill(c->layer, c->pool, c->part, c->cu, c->slots, c->seqs, c->x, c->y, NULL);
 }
 
+/* cu_seqlens [seqs + 1] of t tokens as seqs sequences whose lengths differ by at most one (every
+ * --seqs prefill, the core's and the layer's). */
+static void even_cu(int32_t *cu, uint32_t t, uint32_t seqs) {
+  for (uint32_t q = 0; q <= seqs; q++) cu[q] = (int32_t)((uint64_t)t * q / seqs);
+}
+
 /* Bytes a call must move and FLOPs it must do, counted from the shapes. */
 static void count(const metrale_qwen3_config *g, metrale_part part, int moe, int decode, uint32_t n,
                   uint32_t nseq, double *bytes, double *flops) {
@@ -154,7 +160,7 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     /* cu_seqlens [seqs + 1], then the slots [seqs] */
     int32_t *lists = malloc(sizeof(int32_t) * (2 * (size_t)seqs + 1));
     if (lists) {
-      for (uint32_t q = 0; q <= seqs; q++) lists[q] = (int32_t)((uint64_t)T * q / seqs);
+      even_cu(lists, T, seqs);
       for (uint32_t q = 0; q < seqs; q++) lists[seqs + 1 + q] = (int32_t)q;
     }
     uint64_t x = 0x9e3779b97f4a7c15ull + T;
@@ -358,7 +364,7 @@ int cmd_bench(int argc, char **argv) {
     c.decode = i < ndec;
     c.n = c.decode ? dec[i] : pre[i - ndec];
     c.seqs = c.decode ? 1 : seqs;
-    for (uint32_t q = 0; cu && q <= c.seqs; q++) c.cu[q] = (int32_t)((uint64_t)c.n * q / c.seqs);
+    if (cu) even_cu(c.cu, c.n, c.seqs);
     fprintf(stderr, "timing %s %u...\n", c.decode ? "decode batch" : "prefill tokens", c.n);
     result *r = &res[nres];
     r->kind = c.decode ? "decode" : "prefill";
@@ -372,7 +378,7 @@ int cmd_bench(int argc, char **argv) {
     if (!s) s = bench_time(dev, case_once, &c, (int)warmup, (int)samples, &r->median, &r->min);
     if (s) break;
     double bytes, flops;
-    count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, c.decode ? 1 : seqs, &bytes, &flops);
+    count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, c.seqs, &bytes, &flops);
     r->gbps = bytes / r->median / 1e9;
     r->tflops = flops / r->median / 1e12;
     nres++;
