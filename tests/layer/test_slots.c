@@ -314,6 +314,62 @@ static int expect_f16_decode_from(metrale_device *dev, const metrale_qwen3_confi
   return has16;
 }
 
+/* Rows of got [n, h] whose relative L2 error against want exceeds tol. */
+static uint64_t rows_off(const float *got, const float *want, uint64_t n, uint64_t h, double tol) {
+  uint64_t off = 0;
+  for (uint64_t i = 0; i < n; i++) off += lt_rel_l2(got + i * h, want + i * h, h) > tol;
+  return off;
+}
+
+/* The layer's FFN runs in chunks of tokens (ffn.c, layer.h QWEN3_SSM_FFN_CHUNK), and the audit
+ * names the size.  A prefill of a few tokens more than one chunk, in one call, agrees with the same
+ * tokens split so that neither call spans two chunks: the second chunk's rows come from and go to
+ * their own tokens (no test had taken a prefill past one chunk).  Dense: within 5e-3.  MoE: row by
+ * row, since the two runs' mixers differ by roundings, and where a token's router has a near tie
+ * that is enough to route it elsewhere (one such row of ~4000 is ~1.5e-2 of the whole output's L2
+ * under the H200's fp16 rules); a chunk read or written at the wrong rows moves them all. */
+Test(modes, prefill_longer_than_an_ffn_chunk_equals_split, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  for (int moe = 0; moe < 2; moe++) {
+    metrale_qwen3_config cfg;
+    small_config(&cfg, moe);
+    metrale_random_source rs = {31};
+    metrale_qwen3_ssm_layer *L = NULL;
+    CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
+    char *text = describe(L);
+    const char *at = strstr(text, "in chunks of ");
+    cr_assert(at != NULL, "the audit names no FFN chunk:\n%s", text);
+    const uint32_t chunk = (uint32_t)strtoul(at + strlen("in chunks of "), NULL, 10);
+    cr_assert(chunk >= 1024, "an FFN chunk of %u tokens:\n%s", chunk, text);
+    free(text);
+    metrale_qwen3_ssm_layer_destroy(L);
+    const uint32_t lens[] = {chunk + 100};
+    const uint64_t H = cfg.hidden_size;
+    float *x = random_x(lens[0] * H, 37 + moe);
+    lt_run ref, spl;
+    lt_run_init(&ref, dev, NULL, &cfg, 31, METRALE_PART_LAYER, x, lens, 1, 1);
+    lt_run_init(&spl, dev, NULL, &cfg, 31, METRALE_PART_LAYER, x, lens, 1, 1);
+    lt_run_mode(&ref, MODE_PREFILL, 0);
+    lt_run_mode(&spl, MODE_SPLIT, chunk - 50);
+    lt_run_read_states(&ref), lt_run_read_states(&spl);
+    if (!moe) {
+      lt_expect_close("split output", spl.c.y, ref.c.y, ref.T * H, 5e-3);
+    } else {
+      const uint64_t all = rows_off(spl.c.y, ref.c.y, ref.T, H, 5e-2);
+      const uint64_t past = rows_off(spl.c.y + chunk * H, ref.c.y + chunk * H, 100, H, 5e-2);
+      cr_log_info("MoE layer: %llu of %llu rows differ by more than 5e-2 (%llu past the first chunk)",
+                  (unsigned long long)all, (unsigned long long)ref.T, (unsigned long long)past);
+      cr_expect(all <= ref.T / 100 && past <= 5, "MoE layer: %llu of %llu rows, %llu of the 100 past the first "
+                "chunk of %u, differ by more than 5e-2", (unsigned long long)all, (unsigned long long)ref.T,
+                (unsigned long long)past, chunk);
+    }
+    lt_expect_close("split recurrent state", spl.rec, ref.rec, ref.rf, 5e-3);
+    lt_run_free(&ref), lt_run_free(&spl);
+    free(x);
+  }
+  metrale_device_destroy(dev);
+}
+
 /* A decode batch that fills gemm_f16_ws's 128x256 tiles for all of in_proj (P = 4640 columns,
  * 19 tiles wide: from 385 tokens on an H200's 132 SMs) projects on fp16 x (mixer.c), b and a
  * included; it agrees with the prefill and the split as the f32-x decode does, and the audit

@@ -238,15 +238,21 @@ static void describe_gate_up(const metrale_ops *o, const char *label, uint32_t i
     fprintf(out, "%s (width %u), decode %u: %s\n", label, i, tokens[j], metrale_ops_gate_up_silu_path(o, tokens[j], i, h));
 }
 
-/* The MoE FFN's kernels, the routed experts' at the audit's decode batches and prefill. */
+/* The FFN's chunks (ffn.c): a prefill's FFN runs on this many tokens at a time. */
+static void describe_ffn_chunk(int moe, FILE *out) {
+  fprintf(out, "  FFN, prefill:                  in chunks of %u tokens%s\n", QWEN3_SSM_FFN_CHUNK,
+          moe ? " (where the grouped expert kernels run, each reads every routed expert's weights once a chunk)" : "");
+}
+
+/* The MoE FFN's kernels, the routed experts' at the audit's decode batches and prefills. */
 static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
-  static const uint32_t tokens[] = {1, 8, 64, 256, 4096};
+  static const uint32_t tokens[] = {1, 8, 64, 256, 4096, 16384};
   fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: the router's top-k, the routed experts, moe.%s\n",
           d->E, d->topk, d->mI, d->sI, metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
   for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
     const uint32_t tc = tokens[i] < QWEN3_SSM_FFN_CHUNK ? tokens[i] : QWEN3_SSM_FFN_CHUNK; /* ffn.c's chunks */
     const char *fused = metrale_ops_router_topk_path(o, tc, d->E + 1, d->E);
-    fprintf(out, "    top-k and routed experts, %s %4u:    %s; %s\n", tokens[i] == 4096 ? "prefill" : "decode ",
+    fprintf(out, "    top-k and routed experts, %s %5u:   %s; %s\n", tokens[i] >= 4096 ? "prefill" : "decode ",
             tokens[i], fused ? fused : metrale_ops_moe_topk_kernel(o, tc, d->E),
             metrale_ops_moe_path(o, tc * d->topk, d->topk, d->E, d->H, d->mI));
   }
@@ -268,6 +274,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
   describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n",
           metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv, audit_v_half(&ops, &d, 1)));
+  describe_ffn_chunk(moe, out);
   if (moe) describe_moe(&ops, &d, out);
   return METRALE_OK;
 }
@@ -307,6 +314,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           o->k[METRALE_K_conv1d_prefill_l2norm] ? " (decode; prefill: in the conv's pass)" : "",
           metrale_ops_kernel_or(o, METRALE_K_gated_rmsnorm_rows, METRALE_K_gated_rmsnorm));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(o));
+  describe_ffn_chunk(L->moe, out);
   if (L->moe) {
     describe_moe(o, d, out);
     fprintf(out, "    shared expert's stream:      %s\n",
