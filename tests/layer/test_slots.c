@@ -370,6 +370,49 @@ Test(modes, prefill_longer_than_an_ffn_chunk_equals_split, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
+/* The scratch sizes the routed experts' y and gu for the largest row count of a chunk
+ * (metrale_ops_moe_bytes: bf16 y and no gu where the grouped kernels run), yet smaller calls on
+ * the same scratch may take other paths (the per-row kernels below the grouped threshold write
+ * f32 y).  White box: for the backend's ops and for the same ops without each kernel that picks a
+ * path, every row count up to rmax needs no more than the size for rmax, at the a3b shape (E =
+ * 512: 4 MiB a slot limit at 65535 slots is far) and at E = 8 across the threshold. */
+Test(slots, moe_scratch_holds_every_row_count_below_its_own) {
+  metrale_device *dev = lt_open_device();
+  metrale_qwen3_config cfg;
+  small_config(&cfg, 1);
+  metrale_random_source rs = {3};
+  metrale_qwen3_ssm_layer *L = NULL;
+  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
+  static const metrale_kernel_id drop[] = {METRALE_K_COUNT, METRALE_K_moe_gate_up_silu_sorted_ws,
+                                           METRALE_K_moe_down_sorted_ws_bf16, METRALE_K_moe_combine_wide_bf16,
+                                           METRALE_K_moe_sort, METRALE_K_moe_gate_up_silu_rows};
+  static const uint32_t shapes[][4] = {{512, 10, 2048, 512}, {8, 2, 96, 48}}; /* e, k, h, mi */
+  static const uint32_t rmaxes[] = {1, 5, 6, 7, 64, 409, 410, 411, 2000, 40960};
+  unsigned checked = 0, bf16_seen = 0;
+  for (size_t v = 0; v < sizeof drop / sizeof drop[0]; v++) {
+    metrale_ops o = L->ops;
+    if (drop[v] != METRALE_K_COUNT) o.k[drop[v]] = 0;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+      const uint32_t e = shapes[sh][0], k = shapes[sh][1], h = shapes[sh][2], mi = shapes[sh][3];
+      for (size_t i = 0; i < sizeof rmaxes / sizeof rmaxes[0]; i++) {
+        const metrale_moe_bytes most = metrale_ops_moe_bytes(&o, rmaxes[i], k, e, h, mi);
+        for (uint32_t r = 1; r <= rmaxes[i]; r++) {
+          const metrale_moe_bytes need = metrale_ops_moe_need(&o, r, k, e, h, mi);
+          cr_assert(need.y <= most.y && need.gu <= most.gu,
+                    "drop %zu, E = %u: %u rows need y %llu / gu %llu bytes, more than the %llu / %llu of %u rows", v,
+                    e, r, (unsigned long long)need.y, (unsigned long long)need.gu, (unsigned long long)most.y,
+                    (unsigned long long)most.gu, rmaxes[i]);
+          bf16_seen += need.y == (uint64_t)r * h * 2u;
+          checked++;
+        }
+      }
+    }
+  }
+  cr_log_info("%u row counts checked, %u of them with bf16 y", checked, bf16_seen);
+  metrale_qwen3_ssm_layer_destroy(L);
+  metrale_device_destroy(dev);
+}
+
 /* A decode batch that fills gemm_f16_ws's 128x256 tiles for all of in_proj (P = 4640 columns,
  * 19 tiles wide: from 385 tokens on an H200's 132 SMs) projects on fp16 x (mixer.c), b and a
  * included; it agrees with the prefill and the split as the f32-x decode does, and the audit

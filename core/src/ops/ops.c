@@ -947,6 +947,32 @@ int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_
          has_kernel(o, METRALE_K_moe_combine_wide_bf16) && CEIL_DIV(h, 512) <= 65535;
 }
 
+metrale_moe_bytes metrale_ops_moe_need(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h,
+                                       uint32_t mi) {
+  const int gu = moe_sorted_fits(o, r, k, e, h, mi) ? !moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e)
+                                                    : !gate_up_silu_rows_fits(o, mi);
+  const metrale_moe_bytes b = {(uint64_t)r * h * (metrale_ops_moe_y_bf16(o, r, k, e, h, mi) ? 2u : 4u),
+                               gu ? (uint64_t)r * 2u * mi * 2u : 0u};
+  return b;
+}
+
+/* op_moe_experts' path depends on r through the grouped path's threshold (rows from NUM/DEN of the
+ * experts) and the slot limits, which hold for every r below one where they hold; a path taken
+ * where a limit fails needs at least the bytes of the grouped one.  So one path serves every r
+ * below the threshold and at most two from it up to rmax, and the largest need of any r <= rmax is
+ * that of rmax or of the last r below the threshold (tests/layer: checked row count by row count). */
+metrale_moe_bytes metrale_ops_moe_bytes(const metrale_ops *o, uint32_t rmax, uint32_t k, uint32_t e, uint32_t h,
+                                        uint32_t mi) {
+  metrale_moe_bytes m = metrale_ops_moe_need(o, rmax, k, e, h, mi);
+  const uint64_t first = ((uint64_t)e * MOE_SORTED_ROWS_NUM + MOE_SORTED_ROWS_DEN - 1) / MOE_SORTED_ROWS_DEN;
+  if (first > 1 && first - 1 < rmax) {
+    const metrale_moe_bytes b = metrale_ops_moe_need(o, (uint32_t)(first - 1), k, e, h, mi);
+    if (b.y > m.y) m.y = b.y;
+    if (b.gu > m.gu) m.gu = b.gu;
+  }
+  return m;
+}
+
 /* The kernels op_moe_experts takes, in a buffer of the calling thread's that the next call
  * overwrites. */
 const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {

@@ -212,6 +212,16 @@ const char *metrale_ops_moe_path(const metrale_ops *o, uint32_t r, uint32_t k, u
 /* Whether op_moe_experts writes y in bf16 for these shapes: the grouped path on
  * moe_down_sorted_ws_bf16, with moe_combine_wide_bf16 to read it. */
 int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi);
+/* The bytes of the y and gu buffers op_moe_experts writes for exactly r rows (gu: 0 where the
+ * path makes act without it). */
+typedef struct metrale_moe_bytes {
+  uint64_t y, gu;
+} metrale_moe_bytes;
+metrale_moe_bytes metrale_ops_moe_need(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h,
+                                       uint32_t mi);
+/* The most of each that any r <= rmax rows need (the scratch's size for a chunk of rmax rows). */
+metrale_moe_bytes metrale_ops_moe_bytes(const metrale_ops *o, uint32_t rmax, uint32_t k, uint32_t e, uint32_t h,
+                                        uint32_t mi);
 /* logits f32 [m, n] = x . wr^T (x bf16 [m, h]), then op_moe_topk on them (e experts, ld n):
  * one launch (moe_router_topk_rows) where it fits, else op_gemm_f32 and op_moe_topk.  count:
  * a device u32 that is 0 (and is 0 again after the launch), or 0 where there is none. */

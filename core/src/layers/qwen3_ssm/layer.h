@@ -65,7 +65,7 @@ typedef struct qwen3_ssm_scratch {
   gpu_ptr cu;      /* i32 [S+1] */
   gpu_ptr slots;   /* i32 [S] */
   /* FFN, per chunk of Tc tokens */
-  gpu_ptr f_gu;    /* bf16 [Tc*k, 2mI] or dense [Tc, 2I] */
+  gpu_ptr f_gu;    /* bf16 [Tc*k, 2mI] (none where the path has no gu: metrale_ops_moe_bytes) or dense [Tc, 2I] */
   gpu_ptr f_act;   /* bf16 [Tc*k, mI] or dense [Tc, I] */
   gpu_ptr f_out;   /* bf16 [Tc, H]  dense down / shared expert out */
   gpu_ptr logits;  /* f32  [Tc, E+1] */
@@ -73,7 +73,7 @@ typedef struct qwen3_ssm_scratch {
   gpu_ptr perm;    /* i32  [Tc*k]  routed rows by expert (moe_sort) */
   gpu_ptr tiles;   /* i32  [ceil(Tc*k/64) + E + 1, 3] */
   gpu_ptr rw;      /* f32  [Tc, k] */
-  gpu_ptr ey;      /* f32  [Tc*k, H] */
+  gpu_ptr ey;      /* f32  [Tc*k, H], or bf16 where the path writes bf16 (metrale_ops_moe_bytes) */
   gpu_ptr s_gu;    /* bf16 [Tc, 2sI] */
   gpu_ptr s_act;   /* bf16 [Tc, sI] */
 } qwen3_ssm_scratch;

@@ -46,7 +46,9 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
   o->slots = take(&u, (S + 1ull) * 4);
   if (L->moe) {
     const uint64_t rows = tc * d->topk;
-    o->f_gu = take(&u, rows * 2 * d->mI * bf);
+    /* y in bf16 and no gu where the grouped kernels run (ops.c): half and none of the f32 sizes */
+    const metrale_moe_bytes need = metrale_ops_moe_bytes(&L->ops, (uint32_t)rows, d->topk, d->E, d->H, d->mI);
+    o->f_gu = take(&u, need.gu);
     o->f_act = take(&u, rows * d->mI * bf);
     o->f_out = take(&u, tc * H * bf);
     o->logits = take(&u, tc * (d->E + 1ull) * 4);
@@ -54,7 +56,7 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
     o->perm = take(&u, rows * 4);
     o->tiles = take(&u, metrale_moe_slots((uint32_t)rows, d->E) * 3 * 4);
     o->rw = take(&u, rows * 4);
-    o->ey = take(&u, rows * H * 4);
+    o->ey = take(&u, need.y);
     o->s_gu = take(&u, tc * 2 * d->sI * bf);
     o->s_act = take(&u, tc * d->sI * bf);
   } else {
