@@ -40,6 +40,14 @@ static float *random_x(uint64_t n, uint64_t seed) {
     cr_assert(s_ == METRALE_OK, "%s: %s", #expr, metrale_status_message(s_));         \
   } while (0)
 
+/* A layer of cfg with random weights from seed. */
+static metrale_qwen3_ssm_layer *random_layer(metrale_device *dev, const metrale_qwen3_config *cfg, uint64_t seed) {
+  metrale_random_source rs = {seed};
+  metrale_qwen3_ssm_layer *L = NULL;
+  CHECK(metrale_qwen3_ssm_layer_create(dev, cfg, 0, metrale_weight_source_random(&rs), &L));
+  return L;
+}
+
 /* Runs the sequences (one slot each) as one prefill, token by token through decode, and as a
  * split at `split` tokens, and expects the final states to agree within 5e-3 and the outputs
  * within tol_y. */
@@ -233,10 +241,8 @@ Test(modes, wide_hidden_few_heads_prefill_equals_decode) {
   float *x = random_x(190ull * cfg.hidden_size, 47);
   expect_modes_agree(dev, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 1);
 
-  metrale_random_source rs = {17};
-  metrale_qwen3_ssm_layer *L = NULL;
+  metrale_qwen3_ssm_layer *L = random_layer(dev, &cfg, 17);
   metrale_state_pool *pool = NULL;
-  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
   CHECK(metrale_state_pool_create(dev, metrale_state_dims_of(&cfg), 1, &pool));
   const uint32_t T = 190;
   gpu_ptr xd = 0, yd = 0;
@@ -291,9 +297,7 @@ static char *describe(const metrale_qwen3_ssm_layer *L) {
  * backend has it. */
 static int expect_f16_decode_from(metrale_device *dev, const metrale_qwen3_config *cfg, uint64_t seed, unsigned most) {
   gpu_backend *be = metrale_device_backend(dev);
-  metrale_random_source rs = {seed};
-  metrale_qwen3_ssm_layer *L = NULL;
-  CHECK(metrale_qwen3_ssm_layer_create(dev, cfg, 0, metrale_weight_source_random(&rs), &L));
+  metrale_qwen3_ssm_layer *L = random_layer(dev, cfg, seed);
   gpu_kernel k16 = 0;
   metrale_status s = be->vt->kernel(be, "gemm", "gemm_f16_ws", &k16);
   const int has16 = s == NULL;
@@ -333,9 +337,7 @@ Test(modes, prefill_longer_than_an_ffn_chunk_equals_split, .timeout = 600) {
   for (int moe = 0; moe < 2; moe++) {
     metrale_qwen3_config cfg;
     small_config(&cfg, moe);
-    metrale_random_source rs = {31};
-    metrale_qwen3_ssm_layer *L = NULL;
-    CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
+    metrale_qwen3_ssm_layer *L = random_layer(dev, &cfg, 31);
     char *text = describe(L);
     const char *at = strstr(text, "in chunks of ");
     cr_assert(at != NULL, "the audit names no FFN chunk:\n%s", text);
@@ -380,9 +382,7 @@ Test(slots, moe_scratch_holds_every_row_count_below_its_own) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
   small_config(&cfg, 1);
-  metrale_random_source rs = {3};
-  metrale_qwen3_ssm_layer *L = NULL;
-  CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &L));
+  metrale_qwen3_ssm_layer *L = random_layer(dev, &cfg, 3);
   static const metrale_kernel_id drop[] = {METRALE_K_COUNT, METRALE_K_moe_gate_up_silu_sorted_ws,
                                            METRALE_K_moe_down_sorted_ws_bf16, METRALE_K_moe_combine_wide_bf16,
                                            METRALE_K_moe_sort, METRALE_K_moe_gate_up_silu_rows};
@@ -696,9 +696,7 @@ Test(modes, input_norm_f16_equals_norm_then_f16, .timeout = 600) {
     uint32_t nseq = 2, T = 12800;
     lens[0] = 9000, lens[1] = 3800;
     if (decode) { /* the smallest batch on fp16 x, found on a layer of this shape */
-      metrale_random_source rs = {23};
-      metrale_qwen3_ssm_layer *probe = NULL;
-      CHECK(metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &probe));
+      metrale_qwen3_ssm_layer *probe = random_layer(dev, &cfg, 23);
       for (T = 1; T <= 4096 && !qwen3_ssm_mixer_takes_x16(probe, T, 1); T++) {
       }
       metrale_qwen3_ssm_layer_destroy(probe);
