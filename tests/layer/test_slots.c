@@ -377,7 +377,8 @@ Test(modes, prefill_longer_than_an_ffn_chunk_equals_split, .timeout = 600) {
  * the same scratch may take other paths (the per-row kernels below the grouped threshold write
  * f32 y).  White box: for the backend's ops and for the same ops without each kernel that picks a
  * path, every row count up to rmax needs no more than the size for rmax, at the a3b shape (E =
- * 512: 4 MiB a slot limit at 65535 slots is far) and at E = 8 across the threshold. */
+ * 512, threshold 410 rows; the ws kernels' 65535-slot limit lies near 4 M rows, far above) and at
+ * E = 8 across its threshold of 7 rows. */
 Test(slots, moe_scratch_holds_every_row_count_below_its_own) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
