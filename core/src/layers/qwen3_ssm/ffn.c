@@ -1,4 +1,4 @@
-/* The feed-forward half of the decoder layer, in chunks of QWEN3_SSM_FFN_CHUNK tokens.
+/* The feed-forward half of the decoder layer, in chunks of qwen3_ssm_ffn_chunk tokens.
  *
  * Dense:  out = res + down(silu(gate(xn)) * up(xn))
  * MoE:    logits [Tc, E+1] = xn . [router ; shared_expert_gate]^T   (f32)
@@ -67,11 +67,17 @@ static metrale_status moe(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, 
                         d->E + 1, d->E, metrale_ops_moe_y_bf16(o, rows, d->topk, d->E, d->H, d->mI));
 }
 
+uint32_t qwen3_ssm_ffn_chunk(const metrale_ops *o, const qwen3_ssm_dims *d, int moe) {
+  const uint32_t big = QWEN3_SSM_FFN_CHUNK_GROUPED;
+  return moe && metrale_ops_moe_y_bf16(o, big * d->topk, d->topk, d->E, d->H, d->mI) ? big : QWEN3_SSM_FFN_CHUNK;
+}
+
 metrale_status qwen3_ssm_ffn(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
                              uint32_t T, gpu_stream st) {
   const uint64_t row = (uint64_t)L->d.H * 2; /* bytes of one bf16 [H] row */
-  for (uint32_t t0 = 0; t0 < T; t0 += QWEN3_SSM_FFN_CHUNK) {
-    uint32_t tc = T - t0 < QWEN3_SSM_FFN_CHUNK ? T - t0 : QWEN3_SSM_FFN_CHUNK;
+  const uint32_t chunk = qwen3_ssm_ffn_chunk(&L->ops, &L->d, L->moe);
+  for (uint32_t t0 = 0; t0 < T; t0 += chunk) {
+    uint32_t tc = T - t0 < chunk ? T - t0 : chunk;
     gpu_ptr o = out + t0 * row, r = res + t0 * row, x = xn + t0 * row;
     METRALE_RETURN_IF_ERROR(L->moe ? moe(L, o, r, x, tc, st) : dense(L, o, r, x, tc, st));
   }

@@ -239,8 +239,8 @@ static void describe_gate_up(const metrale_ops *o, const char *label, uint32_t i
 }
 
 /* The FFN's chunks (ffn.c): a prefill's FFN runs on this many tokens at a time. */
-static void describe_ffn_chunk(int moe, FILE *out) {
-  fprintf(out, "  FFN, prefill:                  in chunks of %u tokens%s\n", QWEN3_SSM_FFN_CHUNK,
+static void describe_ffn_chunk(const metrale_ops *o, const qwen3_ssm_dims *d, int moe, FILE *out) {
+  fprintf(out, "  FFN, prefill:                  in chunks of %u tokens%s\n", qwen3_ssm_ffn_chunk(o, d, moe),
           moe ? " (where the grouped expert kernels run, each reads every routed expert's weights once a chunk)" : "");
 }
 
@@ -250,7 +250,7 @@ static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *ou
   fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: the router's top-k, the routed experts, moe.%s\n",
           d->E, d->topk, d->mI, d->sI, metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
   for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
-    const uint32_t tc = tokens[i] < QWEN3_SSM_FFN_CHUNK ? tokens[i] : QWEN3_SSM_FFN_CHUNK; /* ffn.c's chunks */
+    const uint32_t chunk = qwen3_ssm_ffn_chunk(o, d, 1), tc = tokens[i] < chunk ? tokens[i] : chunk;
     const char *fused = metrale_ops_router_topk_path(o, tc, d->E + 1, d->E);
     fprintf(out, "    top-k and routed experts, %s %5u:   %s; %s\n", tokens[i] >= 4096 ? "prefill" : "decode ",
             tokens[i], fused ? fused : metrale_ops_moe_topk_kernel(o, tc, d->E),
@@ -274,7 +274,7 @@ metrale_status metrale_qwen3_ssm_describe_shape(metrale_device *dev, const metra
   describe_decode(&ops, &d, out);
   fprintf(out, "  delta rule, prefill:           %s\n",
           metrale_ops_delta_rule_prefill_path(&ops, d.dk, d.dv, audit_v_half(&ops, &d, 1)));
-  describe_ffn_chunk(moe, out);
+  describe_ffn_chunk(&ops, &d, moe, out);
   if (moe) describe_moe(&ops, &d, out);
   return METRALE_OK;
 }
@@ -314,7 +314,7 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
           o->k[METRALE_K_conv1d_prefill_l2norm] ? " (decode; prefill: in the conv's pass)" : "",
           metrale_ops_kernel_or(o, METRALE_K_gated_rmsnorm_rows, METRALE_K_gated_rmsnorm));
   fprintf(out, "  residual + post-attn norm:     %s\n", metrale_ops_add_rmsnorm_path(o));
-  describe_ffn_chunk(L->moe, out);
+  describe_ffn_chunk(o, d, L->moe, out);
   if (L->moe) {
     describe_moe(o, d, out);
     fprintf(out, "    shared expert's stream:      %s\n",

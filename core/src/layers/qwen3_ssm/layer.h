@@ -5,12 +5,14 @@
 #include "metrale/qwen3_ssm.h"
 #include "ops/ops.h"
 
-/* FFN work is token-independent, so it runs in chunks of this many tokens to bound the
- * routed-expert buffers ([chunk*k, H] f32: 335 MB at the 80B-A3B shape).  The grouped expert
- * projections read every routed expert's weights once a chunk, so chunks of 2048 tokens read
- * them twice for a 4096-token prompt (H200, layer prefill 4096: 4.89 -> 3.62-3.68 ms,
- * 16384: 19.1 -> 14.5-14.8 ms; docs/perf-moe.md). */
+/* FFN work is token-independent, so it runs in chunks of tokens to bound its buffers (ffn.c,
+ * qwen3_ssm_ffn_chunk).  The grouped expert projections read every routed expert's weights
+ * once a chunk (3.2 GB at the 80B-A3B shape), so chunks of 2048 tokens read them twice for a
+ * 4096-token prompt (H200, layer prefill 4096: 4.89 -> 3.62-3.68 ms, 16384: 19.1 -> 14.5-14.8
+ * ms; docs/perf-moe.md).  QWEN3_SSM_FFN_CHUNK_GROUPED where the routed experts take the
+ * grouped kernels with bf16 outputs at that size, else QWEN3_SSM_FFN_CHUNK. */
 #define QWEN3_SSM_FFN_CHUNK 4096u
+#define QWEN3_SSM_FFN_CHUNK_GROUPED 16384u
 
 typedef struct qwen3_ssm_dims {
   uint32_t H;            /* hidden */
@@ -164,6 +166,8 @@ metrale_status qwen3_ssm_decode_step(metrale_qwen3_ssm_layer *L, metrale_state_p
 int qwen3_ssm_graphs_used(const metrale_qwen3_ssm_layer *L);
 /* graphs.c: forgets every recording (their scratch is about to go, or the layer). */
 void qwen3_ssm_graphs_clear(metrale_qwen3_ssm_layer *L);
+/* ffn.c: the tokens of one FFN chunk for a layer of dims d (moe: its FFN is the MoE) on ops. */
+uint32_t qwen3_ssm_ffn_chunk(const metrale_ops *o, const qwen3_ssm_dims *d, int moe);
 /* ffn.c: out[T,H] = res + FFN(xn) for T tokens. */
 metrale_status qwen3_ssm_ffn(metrale_qwen3_ssm_layer *L, gpu_ptr out, gpu_ptr res, gpu_ptr xn,
                              uint32_t T, gpu_stream st);

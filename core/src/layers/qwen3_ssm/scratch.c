@@ -17,7 +17,7 @@ static uint64_t layout(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S,
                        qwen3_ssm_scratch *o) {
   const qwen3_ssm_dims *d = &L->d;
   const uint64_t t = T, bf = 2, H = d->H, nvdv = (uint64_t)d->nv * d->dv;
-  const uint64_t tc = T < QWEN3_SSM_FFN_CHUNK ? T : QWEN3_SSM_FFN_CHUNK;
+  const uint64_t chunk = qwen3_ssm_ffn_chunk(&L->ops, d, L->moe), tc = T < chunk ? T : chunk;
   uint64_t u = 0;
   o->xn = take(&u, t * H * 4);
   /* proj is decode's; a prefill's fp16 x (mixer.c) uses its bytes */
