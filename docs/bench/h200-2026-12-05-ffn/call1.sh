@@ -1,5 +1,5 @@
 #!/bin/bash
-# Prepared on 2026-12-05 (forty-fifth session, no device lent): the MoE FFN in chunks of 16384
+# 2026-12-05 (forty-fifth session), run once on an H100: the MoE FFN in chunks of 16384
 # tokens where the grouped ws kernels run, instead of 4096 (docs/perf-moe.md, last section: the
 # count and the prediction).  Builds, made by scripts/device-prepare.sh at main's head (3b1641d or
 # later, if the patches still apply):
