@@ -325,7 +325,7 @@ static uint64_t rows_off(const float *got, const float *want, uint64_t n, uint64
   return off;
 }
 
-/* The layer's FFN runs in chunks of tokens (ffn.c, layer.h QWEN3_SSM_FFN_CHUNK), and the audit
+/* The layer's FFN runs in chunks of tokens (ffn.c qwen3_ssm_ffn_chunk), and the audit
  * names the size.  A prefill of a few tokens more than one chunk, in one call, agrees with the same
  * tokens split so that neither call spans two chunks: the second chunk's rows come from and go to
  * their own tokens (no test had taken a prefill past one chunk).  Dense: within 5e-3.  MoE: row by

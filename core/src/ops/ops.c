@@ -947,12 +947,18 @@ int metrale_ops_moe_y_bf16(const metrale_ops *o, uint32_t r, uint32_t k, uint32_
          has_kernel(o, METRALE_K_moe_combine_wide_bf16) && CEIL_DIV(h, 512) <= 65535;
 }
 
+/* Whether op_moe_experts writes gu (gate and up, then silu_mul) for r rows, rather than act
+ * directly from gate and up's launch; op_moe_experts takes its branches by this, so the scratch's
+ * size (metrale_ops_moe_need) follows the same rule. */
+static int moe_writes_gu(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h, uint32_t mi) {
+  return moe_sorted_fits(o, r, k, e, h, mi) ? !moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e)
+                                            : !gate_up_silu_rows_fits(o, mi);
+}
+
 metrale_moe_bytes metrale_ops_moe_need(const metrale_ops *o, uint32_t r, uint32_t k, uint32_t e, uint32_t h,
                                        uint32_t mi) {
-  const int gu = moe_sorted_fits(o, r, k, e, h, mi) ? !moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e)
-                                                    : !gate_up_silu_rows_fits(o, mi);
   const metrale_moe_bytes b = {(uint64_t)r * h * (metrale_ops_moe_y_bf16(o, r, k, e, h, mi) ? 2u : 4u),
-                               gu ? (uint64_t)r * 2u * mi * 2u : 0u};
+                               moe_writes_gu(o, r, k, e, h, mi) ? (uint64_t)r * 2u * mi * 2u : 0u};
   return b;
 }
 
@@ -1028,9 +1034,10 @@ static metrale_status moe_down_sorted(const metrale_ops *o, gpu_stream st, const
 metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale_moe_buffers *b, gpu_ptr x,
                               gpu_ptr w_gate_up, gpu_ptr w_down, uint32_t r, uint32_t k, uint32_t h, uint32_t mi,
                               uint32_t e) {
+  const int gu = moe_writes_gu(o, r, k, e, h, mi);
   if (moe_sorted_fits(o, r, k, e, h, mi)) {
     METRALE_RETURN_IF_ERROR(moe_sort_rows(o, st, b, r, e));
-    if (moe_ws_fits(o, METRALE_K_moe_gate_up_silu_sorted_ws, r, e)) { /* act directly, no gu */
+    if (!gu) { /* act directly from moe_gate_up_silu_sorted_ws */
       METRALE_RETURN_IF_ERROR(moe_gate_up_silu_sorted(o, st, b, x, w_gate_up, r, k, h, 2 * mi, e));
     } else {
       METRALE_RETURN_IF_ERROR(moe_gate_up_sorted(o, st, b, x, w_gate_up, r, k, h, 2 * mi, e));
@@ -1038,7 +1045,7 @@ metrale_status op_moe_experts(const metrale_ops *o, gpu_stream st, const metrale
     }
     return moe_down_sorted(o, st, b, w_down, r, h, mi, e, metrale_ops_moe_y_bf16(o, r, k, e, h, mi));
   }
-  if (gate_up_silu_rows_fits(o, mi)) { /* act directly, no gu */
+  if (!gu) { /* act directly from moe_gate_up_silu_rows */
     METRALE_RETURN_IF_ERROR(gate_up_silu_rows(o, st, b->act, x, b->idx, w_gate_up, r, k, h, 2 * mi));
   } else {
     METRALE_RETURN_IF_ERROR(op_moe_gate_up(o, st, b->gu, x, b->idx, w_gate_up, r, k, h, 2 * mi));

@@ -247,10 +247,11 @@ static void describe_ffn_chunk(const metrale_ops *o, const qwen3_ssm_dims *d, in
 /* The MoE FFN's kernels, the routed experts' at the audit's decode batches and prefills. */
 static void describe_moe(const metrale_ops *o, const qwen3_ssm_dims *d, FILE *out) {
   static const uint32_t tokens[] = {1, 8, 64, 256, 4096, 16384};
+  const uint32_t chunk = qwen3_ssm_ffn_chunk(o, d, 1); /* ffn.c's */
   fprintf(out, "  MoE: %u experts, top %u, width %u, shared %u: the router's top-k, the routed experts, moe.%s\n",
           d->E, d->topk, d->mI, d->sI, metrale_ops_kernel_or(o, METRALE_K_moe_combine_wide, METRALE_K_moe_combine));
   for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
-    const uint32_t chunk = qwen3_ssm_ffn_chunk(o, d, 1), tc = tokens[i] < chunk ? tokens[i] : chunk;
+    const uint32_t tc = tokens[i] < chunk ? tokens[i] : chunk;
     const char *fused = metrale_ops_router_topk_path(o, tc, d->E + 1, d->E);
     fprintf(out, "    top-k and routed experts, %s %5u:   %s; %s\n", tokens[i] >= 4096 ? "prefill" : "decode ",
             tokens[i], fused ? fused : metrale_ops_moe_topk_kernel(o, tc, d->E),
