@@ -1,7 +1,8 @@
 /* Mode equivalence and slot semantics of the layer on a seeded random layer:
  * decode == prefill == split, a batch == each sequence alone, a reused slot == a fresh
  * one, slot -1 is never touched, a failed call leaves every slot unchanged, and decode steps
- * give the same bits replayed from graphs, on two streams and queued without syncs. */
+ * give the same bits replayed from graphs, on two streams and queued without syncs, also on a
+ * new slot list every step. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -1156,4 +1157,93 @@ static void expect_queued_equal_synced(int heads128) {
 Test(slots, queued_steps_equal_synced_steps, .timeout = 600) {
   expect_queued_equal_synced(0);
   expect_queued_equal_synced(1);
+}
+
+/* The device syncs a backend is asked for, counted through a copy of its vtable with both sync
+ * entries wrapped (white box). */
+static const gpu_backend_vtable *counted_inner;
+static unsigned counted_syncs;
+
+static metrale_status counted_stream_sync(gpu_backend *be, gpu_stream st) {
+  counted_syncs++;
+  return counted_inner->stream_sync(be, st);
+}
+
+static metrale_status counted_sync(gpu_backend *be) {
+  counted_syncs++;
+  return counted_inner->sync(be);
+}
+
+/* Decode steps whose slot list differs from the last one every step (batches 1, 2, 3 in turn,
+ * over rotated slots), past the host ring twice (layer.c upload_lists), as a serving loop whose
+ * batch changes every step; the caller overwrites its list after each call, as it may.  synced:
+ * a stream sync after every step.  syncs receives how many syncs the backend was asked for
+ * during the steps (the test's own included).  Returns the last outputs, then every slot's
+ * state; ny receives the outputs' count. */
+#define NEW_LIST_STEPS (2u * QWEN3_SSM_LIST_RING + 5u)
+
+static float *run_new_list_steps(slot_env *e, int synced, unsigned *syncs, uint64_t *out_n, uint64_t *out_ny) {
+  const uint64_t row = e->cfg.hidden_size;
+  int32_t slots[3] = {0, 1, 2};
+  /* scratch for the widest batch first: growing it syncs (scratch.c) */
+  CHECK(metrale_qwen3_ssm_decode(e->layer, e->pool, METRALE_PART_LAYER, slots, 3, e->x, e->y, NULL));
+  fill_pattern(e);
+  gpu_backend_vtable counted = *e->be->vt;
+  counted.stream_sync = counted_stream_sync;
+  counted.sync = counted_sync;
+  counted_inner = e->be->vt;
+  counted_syncs = 0;
+  e->be->vt = &counted;
+  for (uint32_t j = 0; j < NEW_LIST_STEPS; j++) {
+    const uint32_t batch = 1 + j % 3;
+    for (uint32_t b = 0; b < batch; b++) slots[b] = (int32_t)((j + 2 * b) % e->n_slots);
+    metrale_status s = metrale_qwen3_ssm_decode(e->layer, e->pool, METRALE_PART_LAYER, slots, batch,
+                                                e->x + (j % 2u) * 3u * row * 2, e->y + (j % 4u) * 3u * row * 2, NULL);
+    for (uint32_t b = 0; b < 3; b++) slots[b] = INT32_MAX; /* the caller reuses its list */
+    if (!s && synced) s = e->be->vt->stream_sync(e->be, NULL);
+    if (s) e->be->vt = counted_inner;
+    CHECK(s);
+  }
+  e->be->vt = counted_inner;
+  *syncs = counted_syncs;
+  const uint64_t ny = 12 * row;
+  metrale_bf16 *y = malloc(ny * sizeof *y);
+  cr_assert(y);
+  CHECK(e->be->vt->copy_d2h(e->be, y, e->y, ny * sizeof *y, NULL));
+  CHECK(e->be->vt->stream_sync(e->be, NULL));
+  *out_ny = ny;
+  return outputs_and_states(e, y, ny, out_n);
+}
+
+Test(slots, new_list_every_step_queues_without_a_sync_each, .timeout = 600) {
+  slot_env e;
+  env_init(&e, 6, 24);
+  unsigned synced_syncs = 0, queued_syncs = 0;
+  uint64_t n0 = 0, ny = 0;
+  float *want = run_new_list_steps(&e, 1, &synced_syncs, &n0, &ny);
+  expect_every_slot_moved(&e, want + ny);
+  cr_expect_geq(synced_syncs, NEW_LIST_STEPS, "the synced run counted %u syncs over %u steps", synced_syncs,
+                NEW_LIST_STEPS);
+  const unsigned reps = test_repeats();
+  for (unsigned r = 0; r < reps; r++)
+    for (int graphs = 1; graphs >= 0; graphs--) {
+      metrale_qwen3_ssm_layer_set_graphs(e.layer, graphs);
+      uint64_t n = 0, nyr = 0;
+      float *got = run_new_list_steps(&e, 0, &queued_syncs, &n, &nyr);
+      cr_assert_eq(n, n0);
+      /* one sync each time the ring comes round: at most 3 over 37 lists, wherever in the ring the
+       * run starts (one sync a step before the ring: 37) */
+      cr_expect_leq(queued_syncs, (NEW_LIST_STEPS + QWEN3_SSM_LIST_RING - 1) / QWEN3_SSM_LIST_RING,
+                    "%u syncs over %u decode steps on a new slot list each (%s); the host ring of %u lists "
+                    "should sync once a ring",
+                    queued_syncs, NEW_LIST_STEPS, graphs ? "graphs" : "eager", QWEN3_SSM_LIST_RING);
+      char what[96];
+      snprintf(what, sizeof what, "run %u of %u, %s, a new list each step, queued", r + 1, reps,
+               graphs ? "graphs" : "eager");
+      const int bad = expect_same_bits(got, want, n, ny, what);
+      free(got);
+      if (bad) break;
+    }
+  free(want);
+  env_free(&e);
 }

@@ -336,21 +336,33 @@ static uint64_t widest(const qwen3_ssm_dims *d) {
 
 /* Puts the slot list (and cu_seqlens) on the device, unless the device already holds
  * exactly these lists from the last call: a decode loop over a fixed batch then issues
- * only kernel launches, with no copy and no host-device sync. */
+ * only kernel launches, with no copy.  A new list is queued from the next entry of the
+ * host ring (the caller's lists may die when we return, and a queued copy reads its source
+ * when it runs); the host waits for the device only when that entry's last copy may still
+ * be queued, once every QWEN3_SSM_LIST_RING new lists.  s.slots and s.cu stay where they
+ * are, so recorded decode steps read whatever list was copied last before them. */
 static metrale_status upload_lists(metrale_qwen3_ssm_layer *L, const int32_t *cu, const int32_t *slots,
                                    uint32_t S, int decode, gpu_stream st) {
-  int32_t *cached = L->lists_host;
-  if (L->lists_n == S && L->lists_decode == decode && memcmp(cached, slots, S * sizeof *slots) == 0 &&
-      (decode || memcmp(cached + S, cu, (S + 1ull) * sizeof *cu) == 0))
+  const uint64_t stride = 2ull * L->scratch_seqs + 1;
+  const int32_t *newest = L->lists_host + L->lists_at * stride;
+  if (L->lists_n == S && L->lists_decode == decode && memcmp(newest, slots, S * sizeof *slots) == 0 &&
+      (decode || memcmp(newest + S, cu, (S + 1ull) * sizeof *cu) == 0))
     return METRALE_OK;
   gpu_backend *be = metrale_device_backend(L->dev);
-  L->lists_n = 0; /* unknown until the copies are done */
-  METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, L->s.slots, slots, (uint64_t)S * 4, st));
-  if (!decode) METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, L->s.cu, cu, (S + 1ull) * 4, st));
-  /* the caller's lists may die when we return */
-  METRALE_RETURN_IF_ERROR(be->vt->stream_sync(be, st));
-  memcpy(cached, slots, S * sizeof *slots);
-  if (!decode) memcpy(cached + S, cu, (S + 1ull) * sizeof *cu);
+  if (L->lists_queued >= QWEN3_SSM_LIST_RING) {
+    /* the next entry's copy may still be queued, on this stream or another */
+    METRALE_RETURN_IF_ERROR(be->vt->sync(be));
+    L->lists_queued = 0;
+  }
+  const uint32_t at = (L->lists_at + 1) % QWEN3_SSM_LIST_RING;
+  int32_t *entry = L->lists_host + at * stride;
+  memcpy(entry, slots, S * sizeof *slots);
+  if (!decode) memcpy(entry + S, cu, (S + 1ull) * sizeof *cu);
+  L->lists_at = at;
+  L->lists_queued++;
+  L->lists_n = 0; /* unknown until both copies are queued */
+  METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, L->s.slots, entry, (uint64_t)S * 4, st));
+  if (!decode) METRALE_RETURN_IF_ERROR(be->vt->copy_h2d(be, L->s.cu, entry + S, (S + 1ull) * 4, st));
   L->lists_n = S;
   L->lists_decode = decode;
   return METRALE_OK;

@@ -81,6 +81,9 @@ typedef struct qwen3_ssm_scratch {
   gpu_ptr s_act;   /* bf16 [Tc, sI] */
 } qwen3_ssm_scratch;
 
+/* Host copies of slot lists that may be queued for upload at once (layer.c upload_lists). */
+#define QWEN3_SSM_LIST_RING 16u
+
 /* A recorded decode step and what it was recorded for (graphs.c). */
 #define QWEN3_SSM_GRAPHS 8u
 typedef struct qwen3_ssm_graph {
@@ -109,11 +112,17 @@ struct metrale_qwen3_ssm_layer {
   gpu_ptr scratch_block;
   uint32_t scratch_tokens, scratch_seqs;
   qwen3_ssm_scratch s;
-  /* What s.slots / s.cu hold on the device, so that a decode step with the same slot
-   * list as the last one needs no upload (and no host-device sync). */
-  int32_t *lists_host;      /* [2 * scratch_seqs + 1]: slots then cu_seqlens */
-  uint32_t lists_n;         /* sequences in the cached lists; 0 = nothing cached */
-  int lists_decode;         /* the cached lists came from a decode call (no cu) */
+  /* The slot lists (and cu_seqlens) put into s.slots / s.cu (layer.c upload_lists).  A new
+   * list is copied from an entry of this ring of host copies, which must outlive its queued
+   * copy: an entry is written again only QWEN3_SSM_LIST_RING lists later, after a device sync,
+   * so a serving loop whose batch changes every step syncs once a ring instead of once a
+   * step.  The newest entry is also the cache: a call with the same lists as the last one
+   * uploads nothing. */
+  int32_t *lists_host;      /* [QWEN3_SSM_LIST_RING][2 * scratch_seqs + 1]: slots then cu_seqlens */
+  uint32_t lists_at;        /* the newest entry */
+  uint32_t lists_queued;    /* entries written since the last device sync */
+  uint32_t lists_n;         /* sequences in the newest entry; 0 = nothing cached */
+  int lists_decode;         /* the newest entry came from a decode call (no cu) */
   /* Workspace of the chunked delta-rule prefill (kernels.def delta_rule_prefill_chunked),
    * sized for the largest prefill so far; 0 while none needed one. */
   gpu_ptr delta_ws;

@@ -75,7 +75,7 @@ metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T,
   if (ns == 0) ns = 1;
   qwen3_ssm_scratch offs;
   uint64_t bytes = layout(L, nt, ns, &offs);
-  int32_t *lists = malloc((2ull * ns + 1) * sizeof *lists);
+  int32_t *lists = malloc(QWEN3_SSM_LIST_RING * (2ull * ns + 1) * sizeof *lists);
   if (!lists) return METRALE_ERROR(OUT_OF_MEMORY, "slot list cache");
   gpu_ptr block = 0;
   metrale_status s = metrale_alloc(L->dev, bytes, &block);
@@ -96,6 +96,8 @@ metrale_status qwen3_ssm_scratch_reserve(metrale_qwen3_ssm_layer *L, uint32_t T,
   free(L->lists_host);
   L->lists_host = lists;
   L->lists_n = 0; /* the new block holds no lists yet */
+  L->lists_at = 0;
+  L->lists_queued = 0; /* synced above */
   L->scratch_block = block;
   L->scratch_tokens = nt;
   L->scratch_seqs = ns;
