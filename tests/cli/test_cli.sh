@@ -102,6 +102,10 @@ grep -q '"n": 200' "$tmp/stdout" && ok || bad "bench --core --seqs 3 --prefill 2
 expect_success bench_seqs_mixer bench --backend cpu --decode 1 --prefill 16 --seqs 2 --samples 1 --warmup 0 --json
 grep -q '"prefill_sequences": 2' "$tmp/stdout" && ok || bad "bench --seqs 2 did not say so: $(cat "$tmp/stdout")"
 expect_refusal bench_seqs_past_prefill bench --backend cpu --seqs 9 --decode 1 --prefill 8
+# --new-slots: decode steps alternate between two slot lists
+expect_success bench_new_slots bench --backend cpu --decode 2 --prefill 8 --new-slots --samples 2 --warmup 1 --json
+grep -q '"new_slots": true' "$tmp/stdout" && ok || bad "bench --new-slots did not say so: $(cat "$tmp/stdout")"
+expect_refusal bench_new_slots_core bench --backend cpu --core --new-slots --prefill 64
 expect_refusal bench_seqs_zero bench --backend cpu --core --seqs 0 --prefill 128
 expect_refusal bench_seqs_past_tokens bench --backend cpu --core --seqs 9 --prefill 8
 "$bin" bench --backend cpu --core --seqs 9 --prefill 64,8 >"$tmp/stdout" 2>/dev/null

@@ -30,12 +30,17 @@ typedef struct case_ctx {
   int decode;
   uint32_t n, seqs; /* batch (decode) or tokens (prefill, in seqs sequences) */
   int32_t *slots, *cu;
+  int32_t *other; /* --new-slots: a second slot list, taken every other decode step; else NULL */
+  unsigned step;
   gpu_ptr x, y;
 } case_ctx;
 
 static metrale_status case_once(void *p) {
   case_ctx *c = p;
-  if (c->decode) return metrale_qwen3_ssm_decode(c->layer, c->pool, c->part, c->slots, c->n, c->x, c->y, NULL);
+  if (c->decode) {
+    const int32_t *slots = c->other && (c->step++ & 1u) ? c->other : c->slots;
+    return metrale_qwen3_ssm_decode(c->layer, c->pool, c->part, slots, c->n, c->x, c->y, NULL);
+  }
   return metrale_qwen3_ssm_prefill(c->layer, c->pool, c->part, c->cu, c->slots, c->seqs, c->x, c->y, NULL);
 }
 
@@ -244,8 +249,12 @@ int cmd_bench(int argc, char **argv) {
       {"--seqs", 1, NULL,
        "each --prefill length as this many sequences of (nearly) equal length, each from a state of its "
        "own (default 1)"},
+      {"--new-slots", 0, NULL,
+       "decode steps alternate between two slot lists of other states, so that each step's list differs "
+       "from the last (a serving loop whose batch changes every step); by default every step decodes the "
+       "same slots"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 14, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 15, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -266,6 +275,8 @@ int cmd_bench(int argc, char **argv) {
   else if (!s && opts[11].value && strcmp(opts[11].value, "slow") == 0) slow = 1;
   else if (!s && opts[11].value && strcmp(opts[11].value, "fast") != 0)
     s = METRALE_ERROR(INVALID_ARGUMENT, "--gates must be fast or slow");
+  const int new_slots = opts[14].value != NULL;
+  if (!s && new_slots && opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--new-slots goes with decode steps, not --core");
   metrale_device *dev = NULL;
   metrale_device_options dopts = {.backend = opts[0].value};
   if (!s) s = metrale_device_open(&dopts, &dev);
@@ -333,9 +344,10 @@ int cmd_bench(int argc, char **argv) {
   uint64_t wbytes = layer ? metrale_qwen3_ssm_layer_weight_bytes(layer) : 0;
 
   /* after the layer, so that a bad --model fails before any progress output */
-  if (!s) fprintf(info, "metrale bench on %s (%s), part %s, decode steps %s%s, each prefill as %u sequence%s\n",
+  if (!s) fprintf(info, "metrale bench on %s (%s), part %s, decode steps %s%s%s, each prefill as %u sequence%s\n",
                   be->name, be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer (mixer + FFN)",
                   graphs ? "replayed as graphs" : "launched eagerly",
+                  new_slots ? " on a new slot list each" : "",
                   second ? ", the shared expert on a second stream" : "", seqs, seqs == 1 ? "" : "s");
   if (!s) fprintf(stderr, "measuring ceilings...\n");
   if (!s) s = bench_copy_bandwidth(dev, is_cpu ? (256u << 20) : (1ull << 30), &bw);
@@ -346,12 +358,15 @@ int cmd_bench(int argc, char **argv) {
   for (int i = 0; i < npre; i++) maxn = pre[i] > maxn ? pre[i] : maxn;
   metrale_state_pool *pool = NULL;
   case_ctx c = {.layer = layer, .part = part};
-  int32_t *slots = calloc(maxb, sizeof *slots), *cu = calloc((size_t)seqs + 1, sizeof *cu);
+  /* --new-slots: slots [0, maxb) and the other list [maxb, 2 maxb) */
+  const uint32_t nslots = new_slots ? 2 * maxb : maxb;
+  int32_t *slots = calloc(nslots, sizeof *slots), *cu = calloc((size_t)seqs + 1, sizeof *cu);
   if (!s && (!slots || !cu)) s = METRALE_ERROR(OUT_OF_MEMORY, "slots");
   c.cu = cu;
-  for (uint32_t i = 0; slots && i < maxb; i++) slots[i] = (int32_t)i;
+  for (uint32_t i = 0; slots && i < nslots; i++) slots[i] = (int32_t)i;
   c.slots = slots;
-  if (!s) s = metrale_state_pool_create(dev, metrale_state_dims_of(&cfg), maxb, &pool);
+  c.other = new_slots && slots ? slots + maxb : NULL;
+  if (!s) s = metrale_state_pool_create(dev, metrale_state_dims_of(&cfg), nslots, &pool);
   c.pool = pool;
   if (!s) s = metrale_alloc(dev, (uint64_t)maxn * cfg.hidden_size * 4, &c.x); /* f32 room: the mixer part takes f32 */
   if (!s) s = metrale_alloc(dev, (uint64_t)maxn * cfg.hidden_size * 2, &c.y);
@@ -388,11 +403,11 @@ int cmd_bench(int argc, char **argv) {
       printf("{\"backend\": \"%s\", \"device\": \"%s\", \"part\": \"%s\", \"copy_gbps\": %.2f, "
              "\"gemm_tflops\": %.4f, \"weight_bytes\": %llu, \"load_seconds\": %.3f, "
              "\"load_peak_rss_delta_bytes\": %llu, \"decode_graphs\": %s, \"second_stream\": %s, "
-             "\"prefill_sequences\": %u, \"results\": [",
+             "\"prefill_sequences\": %u, \"new_slots\": %s, \"results\": [",
              be->name, be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer", bw, tf,
              (unsigned long long)wbytes, t_load,
              (unsigned long long)(rss_peak > rss_before ? rss_peak - rss_before : 0),
-             graphs ? "true" : "false", second ? "true" : "false", seqs);
+             graphs ? "true" : "false", second ? "true" : "false", seqs, new_slots ? "true" : "false");
       for (int i = 0; i < nres; i++)
         printf("%s{\"kind\": \"%s\", \"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"gbps\": %.2f, "
                "\"pct_copy_bw\": %.1f, \"tflops\": %.4f, \"kernels\": %s}", i ? ", " : "", res[i].kind, res[i].n,
