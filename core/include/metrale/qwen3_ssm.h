@@ -87,7 +87,14 @@ metrale_status metrale_qwen3_ssm_prefill(metrale_qwen3_ssm_layer *layer, metrale
                                          const int32_t *slots, uint32_t n_seqs, gpu_ptr x,
                                          gpu_ptr y, gpu_stream stream);
 
-/* Decode: one token for each of B slots, x [B, H] (as for prefill) and y bf16 [B, H]. */
+/* Decode: one token for each of B slots, x [B, H] (as for prefill) and y bf16 [B, H].
+ *
+ * Both calls are queued on `stream` and return without waiting for the device, slot lists
+ * and cu_seqlens included: the layer keeps its own copy of them, so the caller may reuse its
+ * arrays at once.  A list that differs from the layer's last one is queued from a ring of 16
+ * host copies; the host waits for the device only when that ring comes round (once every 16
+ * new lists), when the layer's scratch or prefill workspace has to grow, and where the
+ * backend's own copies wait (Vulkan's). */
 metrale_status metrale_qwen3_ssm_decode(metrale_qwen3_ssm_layer *layer, metrale_state_pool *pool,
                                         metrale_part part, const int32_t *slots, uint32_t batch,
                                         gpu_ptr x, gpu_ptr y, gpu_stream stream);
