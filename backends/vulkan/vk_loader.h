@@ -65,6 +65,7 @@
   X(vkCmdPipelineBarrier)                  \
   X(vkCmdCopyBuffer)                       \
   X(vkCmdFillBuffer)                       \
+  X(vkCmdUpdateBuffer)                     \
   X(vkCreateSemaphore)                     \
   X(vkDestroySemaphore)                    \
   X(vkWaitSemaphores)                      \

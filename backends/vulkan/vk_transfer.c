@@ -1,10 +1,12 @@
 /* Copies and memset.
  *
- * Device-to-device copies and fills are recorded into the stream like launches.
- * Host copies finish the stream first (so they are ordered after its earlier work and
- * the host buffer may be reused at once: stronger than the vtable's asynchronous
- * contract asks), then either memcpy into mapped device memory (UMA devices) or go
- * through a host-visible staging buffer, one chunk per submission. */
+ * Device-to-device copies and fills are recorded into the stream like launches, and so
+ * are small host-to-device copies (up to VK_INLINE_H2D_BYTES, 4-byte aligned: a layer's
+ * slot lists), whose bytes vkCmdUpdateBuffer takes into the command buffer as it records.
+ * Other host copies finish the stream first (so they are ordered after its earlier work),
+ * then either memcpy into mapped device memory (UMA devices) or go through a host-visible
+ * staging buffer, one chunk per submission.  Either way the host buffer may be reused at
+ * once: stronger than the vtable's asynchronous contract asks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,7 @@
 
 #define VK_STAGING_BYTES (32ull << 20)
 #define VK_PATTERN_BYTES 1024u
+#define VK_INLINE_H2D_BYTES 65536u /* vkCmdUpdateBuffer's limit */
 
 static metrale_status staging_create(vk_backend *be) {
   vk_staging *st = &be->staging;
@@ -75,6 +78,12 @@ static metrale_status h2d_locked(vk_backend *be, gpu_ptr dst, const void *src, u
                                  struct gpu_stream_s *s) {
   vk_span span;
   METRALE_RETURN_IF_ERROR(vk_memory_resolve(be, dst, bytes, &span));
+  if (bytes <= VK_INLINE_H2D_BYTES && bytes % 4 == 0 && span.offset % 4 == 0) {
+    VkCommandBuffer cb;
+    METRALE_RETURN_IF_ERROR(vk_stream_record(be, s, &cb));
+    be->fn.vkCmdUpdateBuffer(cb, span.block->buffer, span.offset, bytes, src);
+    return METRALE_OK;
+  }
   METRALE_RETURN_IF_ERROR(vk_stream_finish(be, s));
   if (span.block->mapped) {
     memcpy((char *)span.block->mapped + span.offset, src, bytes);
@@ -225,7 +234,9 @@ metrale_status vk_transfer_init(vk_backend *be) {
   be->pattern_offset = span.offset;
   uint8_t bytes[VK_PATTERN_BYTES];
   for (unsigned i = 0; i < VK_PATTERN_BYTES; i++) bytes[i] = (uint8_t)(i / 4);
-  return h2d_locked(be, p, bytes, sizeof bytes, &be->default_stream);
+  METRALE_RETURN_IF_ERROR(h2d_locked(be, p, bytes, sizeof bytes, &be->default_stream));
+  /* memsets on every stream read the pattern: it must be there before any of them is submitted */
+  return vk_stream_finish(be, &be->default_stream);
 }
 
 void vk_transfer_destroy(vk_backend *be) { vk_transfer_destroy_staging(be); }

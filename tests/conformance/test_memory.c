@@ -128,6 +128,43 @@ Test(memory, streams) {
   cf_close(&ctx);
 }
 
+/* Host-to-device copies queue in stream order with device work, with no sync between: the same
+ * four bytes of a are written from the host 64 times, each time copied on into b by copy_d2d
+ * before the next write (a layer's slot list, written again for every decode step, is read so
+ * by the step's kernels).  A copy that ran out of order, or read its host bytes late, leaves b
+ * with repeated or missing values.  The host buffers stay valid until the sync, as the contract
+ * asks; the small copies are the ones a backend may record instead of waiting for the stream. */
+Test(memory, host_copies_queue_in_order_with_device_copies) {
+  cf_ctx ctx;
+  cf_open(&ctx);
+  gpu_backend *be = metrale_device_backend(ctx.dev);
+  enum { R = 64, W = 4 }; /* rounds, 32-bit words a round */
+  uint32_t vals[R][W], back[R][W];
+  for (unsigned r = 0; r < R; r++)
+    for (unsigned w = 0; w < W; w++) vals[r][w] = 0x5a000000u + 16u * r + w;
+  gpu_stream st = NULL;
+  CHECK_OK(&ctx, be->vt->stream_create(be, &st));
+  gpu_ptr a = 0, b = 0;
+  CHECK_OK(&ctx, be->vt->alloc(be, sizeof vals[0], &a));
+  CHECK_OK(&ctx, be->vt->alloc(be, sizeof vals, &b));
+  for (gpu_stream on = NULL;; on = st) {
+    CHECK_OK(&ctx, be->vt->memset(be, b, 0, sizeof vals, on));
+    for (unsigned r = 0; r < R; r++) {
+      CHECK_OK(&ctx, be->vt->copy_h2d(be, a, vals[r], sizeof vals[r], on));
+      CHECK_OK(&ctx, be->vt->copy_d2d(be, b + r * sizeof vals[r], a, sizeof vals[r], on));
+    }
+    CHECK_OK(&ctx, be->vt->copy_d2h(be, back, b, sizeof back, on));
+    CHECK_OK(&ctx, be->vt->stream_sync(be, on));
+    cf_check_exact(&ctx, on ? "h2d then d2d, 64 rounds on a created stream" : "h2d then d2d, 64 rounds on the default stream",
+                   (const uint8_t *)back, (const uint8_t *)vals, 1, sizeof vals);
+    if (on) break;
+  }
+  be->vt->stream_destroy(be, st);
+  be->vt->free(be, a);
+  be->vt->free(be, b);
+  cf_close(&ctx);
+}
+
 /* stream_wait (optional): a copy on one stream after a wait for a long memset on another must
  * see the memset's bytes, both ways round and with the backend's own stream (NULL) as either
  * side.  The bytes read are the last the memset writes, so a wait that did not hold would
