@@ -106,6 +106,10 @@ expect_refusal bench_seqs_past_prefill bench --backend cpu --seqs 9 --decode 1 -
 expect_success bench_new_slots bench --backend cpu --decode 2 --prefill 8 --new-slots --samples 2 --warmup 1 --json
 grep -q '"new_slots": true' "$tmp/stdout" && ok || bad "bench --new-slots did not say so: $(cat "$tmp/stdout")"
 expect_refusal bench_new_slots_core bench --backend cpu --core --new-slots --prefill 64
+# --cycle: one more case, decode steps going round the --decode batches
+expect_success bench_cycle bench --backend cpu --decode 1,2,3 --prefill 8 --cycle --samples 2 --warmup 1 --json
+grep -q '"kind": "cycle", "n": 3' "$tmp/stdout" && ok || bad "bench --cycle timed no cycle of 3 batches: $(cat "$tmp/stdout")"
+expect_refusal bench_cycle_core bench --backend cpu --core --cycle --prefill 64
 expect_refusal bench_seqs_zero bench --backend cpu --core --seqs 0 --prefill 128
 expect_refusal bench_seqs_past_tokens bench --backend cpu --core --seqs 9 --prefill 8
 "$bin" bench --backend cpu --core --seqs 9 --prefill 64,8 >"$tmp/stdout" 2>/dev/null

@@ -32,6 +32,8 @@ typedef struct case_ctx {
   int32_t *slots, *cu;
   int32_t *other; /* --new-slots: a second slot list, taken every other decode step; else NULL */
   unsigned step;
+  const uint32_t *cycle; /* the --cycle case: each decode step takes the next of these batches */
+  unsigned ncycle, turn;
   gpu_ptr x, y;
 } case_ctx;
 
@@ -39,7 +41,8 @@ static metrale_status case_once(void *p) {
   case_ctx *c = p;
   if (c->decode) {
     const int32_t *slots = c->other && (c->step++ & 1u) ? c->other : c->slots;
-    return metrale_qwen3_ssm_decode(c->layer, c->pool, c->part, slots, c->n, c->x, c->y, NULL);
+    const uint32_t batch = c->ncycle ? c->cycle[c->turn++ % c->ncycle] : c->n;
+    return metrale_qwen3_ssm_decode(c->layer, c->pool, c->part, slots, batch, c->x, c->y, NULL);
   }
   return metrale_qwen3_ssm_prefill(c->layer, c->pool, c->part, c->cu, c->slots, c->seqs, c->x, c->y, NULL);
 }
@@ -253,8 +256,11 @@ int cmd_bench(int argc, char **argv) {
        "decode steps alternate between two slot lists of other states, so that each step's list differs "
        "from the last (a serving loop whose batch changes every step); by default every step decodes the "
        "same slots"},
+      {"--cycle", 0, NULL,
+       "also time decode steps that go round the --decode batches, one step each (a serving loop whose "
+       "batch size changes every step: graphs are recorded for at most 8 batch sizes a layer)"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 15, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 16, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -277,6 +283,8 @@ int cmd_bench(int argc, char **argv) {
     s = METRALE_ERROR(INVALID_ARGUMENT, "--gates must be fast or slow");
   const int new_slots = opts[14].value != NULL;
   if (!s && new_slots && opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--new-slots goes with decode steps, not --core");
+  const int cycle = opts[15].value != NULL;
+  if (!s && cycle && opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--cycle goes with decode steps, not --core");
   metrale_device *dev = NULL;
   metrale_device_options dopts = {.backend = opts[0].value};
   if (!s) s = metrale_device_open(&dopts, &dev);
@@ -372,17 +380,22 @@ int cmd_bench(int argc, char **argv) {
   if (!s) s = metrale_alloc(dev, (uint64_t)maxn * cfg.hidden_size * 2, &c.y);
   if (!s) s = fill_inputs(be, c.x, (uint64_t)maxn * cfg.hidden_size, part);
 
-  result *res = calloc(32, sizeof *res); /* --decode and --prefill take 16 each */
+  result *res = calloc(33, sizeof *res); /* --decode and --prefill take 16 each, --cycle one */
   int nres = 0;
   if (!s && !res) s = METRALE_ERROR(OUT_OF_MEMORY, "bench results");
-  for (int i = 0; i < ndec + npre && !s; i++) {
-    c.decode = i < ndec;
-    c.n = c.decode ? dec[i] : pre[i - ndec];
+  const int ncase = ndec + npre + (cycle && ndec > 0);
+  for (int i = 0; i < ncase && !s; i++) {
+    const int is_cycle = i == ndec + npre; /* the last case */
+    c.decode = i < ndec || is_cycle;
+    c.ncycle = is_cycle ? (unsigned)ndec : 0;
+    c.cycle = dec;
+    c.turn = 0;
+    c.n = is_cycle ? (unsigned)ndec : c.decode ? dec[i] : pre[i - ndec];
     c.seqs = c.decode ? 1 : seqs;
     if (cu) even_cu(c.cu, c.n, c.seqs);
-    fprintf(stderr, "timing %s %u...\n", c.decode ? "decode batch" : "prefill tokens", c.n);
+    fprintf(stderr, "timing %s %u...\n", is_cycle ? "decode steps going round batches:" : c.decode ? "decode batch" : "prefill tokens", c.n);
     result *r = &res[nres];
-    r->kind = c.decode ? "decode" : "prefill";
+    r->kind = is_cycle ? "cycle" : c.decode ? "decode" : "prefill";
     r->n = c.n;
     /* the kernels of one call, launched eagerly: a replay would launch none through the device
      * (a recording holds the same launches, graphs.c); the recordings are made again while
@@ -392,8 +405,8 @@ int cmd_bench(int argc, char **argv) {
     if (graphs) metrale_qwen3_ssm_layer_set_graphs(layer, 1);
     if (!s) s = bench_time(dev, case_once, &c, (int)warmup, (int)samples, &r->median, &r->min);
     if (s) break;
-    double bytes, flops;
-    count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, c.seqs, &bytes, &flops);
+    double bytes = 0, flops = 0; /* a cycle's steps differ: no rate */
+    if (!is_cycle) count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, c.seqs, &bytes, &flops);
     r->gbps = bytes / r->median / 1e9;
     r->tflops = flops / r->median / 1e12;
     nres++;
