@@ -341,6 +341,7 @@ static uint64_t widest(const qwen3_ssm_dims *d) {
  * when it runs); the host waits for the device only when that entry's last copy may still
  * be queued, once every QWEN3_SSM_LIST_RING new lists.  s.slots and s.cu stay where they
  * are, so recorded decode steps read whatever list was copied last before them. */
+_Static_assert(QWEN3_SSM_LIST_RING == 16, "qwen3_ssm.h tells callers the ring holds 16 lists");
 static metrale_status upload_lists(metrale_qwen3_ssm_layer *L, const int32_t *cu, const int32_t *slots,
                                    uint32_t S, int decode, gpu_stream st) {
   const uint64_t stride = 2ull * L->scratch_seqs + 1;
