@@ -125,3 +125,16 @@ void lt_expect_launched(metrale_device *dev, metrale_kernel_id id, const char *w
   const metrale_kernel_info *info = metrale_kernel_info_get(id);
   cr_expect(metrale_device_launches(dev, id) > 0, "%s.%s was not launched: %s", info->module, info->name, why);
 }
+
+void lt_small_config(metrale_qwen3_config *c, int moe) {
+  memset(c, 0, sizeof *c);
+  c->family = METRALE_QWEN3_NEXT;
+  c->hidden_size = 96;
+  c->num_hidden_layers = 1;
+  c->nk = 2, c->nv = 4, c->dk = 32, c->dv = 24, c->conv_kernel = 4;
+  c->rms_norm_eps = 1e-6f;
+  c->num_experts = moe ? 8 : 0, c->num_experts_per_tok = 2, c->moe_intermediate_size = 48;
+  c->shared_expert_intermediate_size = 40, c->decoder_sparse_step = 1, c->norm_topk_prob = 1;
+  c->intermediate_size = 160;
+  c->linear_layer[0] = 1;
+}

@@ -44,6 +44,10 @@ void lt_run_free(lt_run *r);
  * where the backend has it (a test that means to reach a path says so with this). */
 void lt_expect_launched(metrale_device *dev, metrale_kernel_id id, const char *why);
 
+/* A small Qwen3-Next layer's shape (hidden 96, 2 key / 4 value heads of 32/24), with 8 experts
+ * where moe, else a dense MLP. */
+void lt_small_config(metrale_qwen3_config *c, int moe);
+
 double lt_rel_l2(const float *a, const float *b, uint64_t n);
 /* Asserts rel_l2(got, want) <= tol, with a message naming what. */
 void lt_expect_close(const char *what, const float *got, const float *want, uint64_t n, double tol);

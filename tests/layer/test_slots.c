@@ -12,19 +12,6 @@
 #include "layer_util.h"
 #include "layers/qwen3_ssm/layer.h" /* the scratch layout (white box) */
 
-static void small_config(metrale_qwen3_config *c, int moe) {
-  memset(c, 0, sizeof *c);
-  c->family = METRALE_QWEN3_NEXT;
-  c->hidden_size = 96;
-  c->num_hidden_layers = 1;
-  c->nk = 2, c->nv = 4, c->dk = 32, c->dv = 24, c->conv_kernel = 4;
-  c->rms_norm_eps = 1e-6f;
-  c->num_experts = moe ? 8 : 0, c->num_experts_per_tok = 2, c->moe_intermediate_size = 48;
-  c->shared_expert_intermediate_size = 40, c->decoder_sparse_step = 1, c->norm_topk_prob = 1;
-  c->intermediate_size = 160;
-  c->linear_layer[0] = 1;
-}
-
 static float *random_x(uint64_t n, uint64_t seed) {
   float *x = malloc(n * sizeof *x);
   cr_assert(x);
@@ -83,7 +70,7 @@ Test(modes, decode_and_split_equal_prefill) {
   metrale_device *dev = lt_open_device();
   for (int moe = 0; moe < 2; moe++) {
     metrale_qwen3_config cfg;
-    small_config(&cfg, moe);
+    lt_small_config(&cfg, moe);
     const uint32_t lens[] = {23, 1, 9};
     float *x = random_x(33ull * cfg.hidden_size, 11 + moe);
     expect_modes_agree(dev, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 4);
@@ -92,9 +79,9 @@ Test(modes, decode_and_split_equal_prefill) {
   metrale_device_destroy(dev);
 }
 
-/* small_config with the models' heads: dk = dv = 128, two value heads a key head */
+/* lt_small_config with the models' heads: dk = dv = 128, two value heads a key head */
 static void heads128_config(metrale_qwen3_config *c, int moe) {
-  small_config(c, moe);
+  lt_small_config(c, moe);
   c->hidden_size = 256;
   c->nk = 2, c->nv = 4, c->dk = 128, c->dv = 128;
 }
@@ -120,9 +107,9 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
-/* small_config with the bench's mixer: hidden 2048, 16 key / 32 value heads of 128 */
+/* lt_small_config with the bench's mixer: hidden 2048, 16 key / 32 value heads of 128 */
 static void bench_mixer_config(metrale_qwen3_config *c, int moe) {
-  small_config(c, moe);
+  lt_small_config(c, moe);
   c->hidden_size = 2048;
   c->nk = 16, c->nv = 32, c->dk = 128, c->dv = 128;
 }
@@ -198,7 +185,7 @@ Test(paths, decode_8_by_gemv_only_without_matrix_units, .timeout = 600) {
 Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
+  lt_small_config(&cfg, 0);
   cfg.hidden_size = 256;
   cfg.nk = 2, cfg.nv = 16, cfg.dk = 64, cfg.dv = 128; /* z: 2048 columns, q|k|v: 2304 */
   const uint32_t lens[] = {34 * 128};
@@ -216,7 +203,7 @@ Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
   metrale_device *dev = lt_open_device();
   metrale_device_backend(dev)->caps.flags |= GPU_CAP_F16_TENSOR; /* as in_proj_beyond_half_range_keeps_f32_x */
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
+  lt_small_config(&cfg, 0);
   const uint32_t lens[] = {40, 41};
   float *x = random_x(81ull * cfg.hidden_size, 53);
   metrale_device_launches_reset(dev);
@@ -235,7 +222,7 @@ Test(modes, wide_hidden_few_heads_prefill_equals_decode) {
   metrale_device *dev = lt_open_device();
   metrale_device_backend(dev)->caps.flags |= GPU_CAP_F16_TENSOR; /* as in_proj_beyond_half_range_keeps_f32_x */
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
+  lt_small_config(&cfg, 0);
   cfg.hidden_size = 2048;
   cfg.nk = 1, cfg.nv = 1, cfg.dk = 128, cfg.dv = 128; /* q|k|v 384 columns: the ws rule on the cpu */
   const uint32_t lens[] = {150, 40};
@@ -337,7 +324,7 @@ Test(modes, prefill_longer_than_an_ffn_chunk_equals_split, .timeout = 600) {
   metrale_device *dev = lt_open_device();
   for (int moe = 0; moe < 2; moe++) {
     metrale_qwen3_config cfg;
-    small_config(&cfg, moe);
+    lt_small_config(&cfg, moe);
     metrale_qwen3_ssm_layer *L = random_layer(dev, &cfg, 31);
     char *text = describe(L);
     const char *at = strstr(text, "in chunks of ");
@@ -383,7 +370,7 @@ Test(modes, prefill_longer_than_an_ffn_chunk_equals_split, .timeout = 600) {
 Test(slots, moe_scratch_holds_every_row_count_below_its_own) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
-  small_config(&cfg, 1);
+  lt_small_config(&cfg, 1);
   metrale_qwen3_ssm_layer *L = random_layer(dev, &cfg, 3);
   static const metrale_kernel_id drop[] = {METRALE_K_COUNT, METRALE_K_moe_gate_up_silu_sorted_ws,
                                            METRALE_K_moe_down_sorted_ws_bf16, METRALE_K_moe_combine_wide_bf16,
@@ -427,7 +414,7 @@ Test(modes, large_decode_batch_on_f16_proj, .timeout = 600) {
   gpu_backend *be = metrale_device_backend(dev);
   be->caps.flags |= GPU_CAP_F16_TENSOR;
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
+  lt_small_config(&cfg, 0);
   cfg.hidden_size = 256;
   cfg.nk = 16, cfg.nv = 16, cfg.dk = 128, cfg.dv = 16; /* C = 4352, z = 256, P = 4640 */
   enum { NSEQ = 385 };
@@ -475,7 +462,7 @@ Test(modes, small_decode_batches_on_f16_proj, .timeout = 600) {
   gpu_backend *be = metrale_device_backend(dev);
   be->caps.flags |= GPU_CAP_F16_TENSOR;
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
+  lt_small_config(&cfg, 0);
   cfg.hidden_size = 1024;
   cfg.nk = 16, cfg.nv = 16, cfg.dk = 128, cfg.dv = 64; /* C = 5120, z = 1024, P = 6176 */
   enum { NSEQ = 72, NLONG = 40 };
@@ -505,7 +492,7 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
   gpu_backend *be = metrale_device_backend(dev);
   be->caps.flags |= GPU_CAP_F16_TENSOR; /* the cpu has the kernels but leaves this clear: the paths are the point here */
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
+  lt_small_config(&cfg, 0);
   cfg.hidden_size = 256;
   /* q|k|v: 1024 columns, z: 512.  q|k|v needs 2 x 32 x 4 >= sm_count 128x256 tiles at 4096 rows to
    * take the wgmma tiles at all (ops.c use_ws; H200: 132 SMs): 512 columns stayed on the t128 tile
@@ -589,7 +576,7 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
  * where the backend does not take the first layer's path (taken(), on a layer). */
 /* The layer shape of the fp16-path tests below: C = 512 channels, hidden 256. */
 static void fp16_path_config(metrale_qwen3_config *cfg) {
-  small_config(cfg, 0);
+  lt_small_config(cfg, 0);
   cfg->hidden_size = 256;
   cfg->nk = 2, cfg->nv = 4, cfg->dk = 64, cfg->dv = 64;
 }
@@ -748,7 +735,7 @@ Test(modes, input_norm_f16_equals_norm_then_f16, .timeout = 600) {
 Test(modes, decode_batches_on_split_tiles_equal_prefill) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
-  small_config(&cfg, 0);
+  lt_small_config(&cfg, 0);
   cfg.hidden_size = 2048;
   cfg.nk = 16, cfg.nv = 32, cfg.dk = 128, cfg.dv = 80;
   static const uint32_t batches[] = {8, 100, 200};
@@ -765,7 +752,7 @@ Test(modes, decode_batches_on_split_tiles_equal_prefill) {
 Test(modes, batch_equals_each_sequence_alone) {
   metrale_device *dev = lt_open_device();
   metrale_qwen3_config cfg;
-  small_config(&cfg, 1);
+  lt_small_config(&cfg, 1);
   const uint32_t lens[] = {7, 30, 2, 12};
   const uint64_t H = cfg.hidden_size;
   float *x = random_x(51 * H, 3);
@@ -808,7 +795,7 @@ typedef struct slot_env {
   uint32_t n_slots;
 } slot_env;
 
-/* cfg: the layer's shape, NULL for small_config's MoE layer */
+/* cfg: the layer's shape, NULL for lt_small_config's MoE layer */
 static void env_init_shape(slot_env *e, uint32_t n_slots, uint32_t max_tokens, const metrale_qwen3_config *cfg) {
   memset(e, 0, sizeof *e);
   e->dev = lt_open_device();
@@ -816,7 +803,7 @@ static void env_init_shape(slot_env *e, uint32_t n_slots, uint32_t max_tokens, c
   if (cfg)
     e->cfg = *cfg;
   else
-    small_config(&e->cfg, 1);
+    lt_small_config(&e->cfg, 1);
   metrale_random_source rs = {21};
   CHECK(metrale_qwen3_ssm_layer_create(e->dev, &e->cfg, 0, metrale_weight_source_random(&rs), &e->layer));
   CHECK(metrale_state_pool_create(e->dev, metrale_state_dims_of(&e->cfg), n_slots, &e->pool));
@@ -1114,14 +1101,14 @@ static float *run_queued_steps(slot_env *e, int synced, uint64_t *out_n, uint64_
   return outputs_and_states(e, y, ny, out_n);
 }
 
-/* heads128: 0 small_config's MoE layer (the fused decode kernel on CUDA), 1 the same with the
+/* heads128: 0 lt_small_config's MoE layer (the fused decode kernel on CUDA), 1 the same with the
  * models' heads of 128 (the cluster kernel at batches 1 and 2, the pair kernel at 6) */
 static void expect_queued_equal_synced(int heads128) {
   metrale_qwen3_config cfg;
   if (heads128)
     heads128_config(&cfg, 1);
   else
-    small_config(&cfg, 1);
+    lt_small_config(&cfg, 1);
   slot_env e;
   env_init_shape(&e, 6, 24, &cfg);
   metrale_device_launches_reset(e.dev);
