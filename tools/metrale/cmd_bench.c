@@ -258,7 +258,7 @@ int cmd_bench(int argc, char **argv) {
        "same slots"},
       {"--cycle", 0, NULL,
        "also time decode steps that go round the --decode batches, one step each (a serving loop whose "
-       "batch size changes every step; the layer keeps recorded graphs for only a few batch sizes)"},
+       "batch size changes every step)"},
   };
   int rc = cli_parse("bench", "[options]", opts, 16, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;

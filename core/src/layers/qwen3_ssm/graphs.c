@@ -7,7 +7,17 @@
  * call.  The launches read the slot list, the input and the state from device memory
  * when they run, and their arguments are exactly the eager ones, so a replay computes
  * what the eager launches would.  Recordings die with the scratch buffers they point
- * into (qwen3_ssm_graphs_clear) and with the layer. */
+ * into (qwen3_ssm_graphs_clear) and with the layer.
+ *
+ * The cache (layer.h, QWEN3_SSM_GRAPHS): a serving loop's batch size changes from step to
+ * step, so one key per batch size it meets.  First in, first out over 8 entries recorded
+ * every step once the loop went round more than 8 sizes (metrale bench --cycle: each step
+ * then cost an eager step and a recording).  Now an empty entry is taken first; with none,
+ * the least recently replayed entry is replaced only after QWEN3_SSM_GRAPH_IDLE steps
+ * without a replay, and a new key meanwhile runs its step eagerly, unrecorded.  A loop over
+ * more keys than entries so keeps QWEN3_SSM_GRAPHS of them replayed and runs the rest
+ * eagerly, and a loop that moved on to other keys gets them recorded within
+ * QWEN3_SSM_GRAPH_IDLE steps. */
 #include <string.h>
 
 #include "layer.h"
@@ -23,7 +33,6 @@ void qwen3_ssm_graphs_clear(metrale_qwen3_ssm_layer *L) {
     if (L->graphs[i].graph) be->vt->graph_destroy(be, L->graphs[i].graph);
     memset(&L->graphs[i], 0, sizeof L->graphs[i]);
   }
-  L->graph_next = 0;
 }
 
 int qwen3_ssm_graphs_used(const metrale_qwen3_ssm_layer *L) {
@@ -38,11 +47,20 @@ metrale_status qwen3_ssm_decode_step(metrale_qwen3_ssm_layer *L, metrale_state_p
   qwen3_ssm_graph key = {.part = part, .pool = pool, .conv = metrale_state_pool_conv(pool),
                          .rec = metrale_state_pool_recurrent(pool), .x = x, .y = y,
                          .batch = batch, .st = st};
-  for (unsigned i = 0; i < QWEN3_SSM_GRAPHS; i++)
-    if (L->graphs[i].graph && same_key(&L->graphs[i], &key))
-      return be->vt->graph_launch(be, L->graphs[i].graph, st);
+  const uint64_t now = ++L->graph_steps;
+  qwen3_ssm_graph *slot = NULL; /* an empty entry, else the least recently used one */
+  for (unsigned i = 0; i < QWEN3_SSM_GRAPHS; i++) {
+    qwen3_ssm_graph *g = &L->graphs[i];
+    if (g->graph && same_key(g, &key)) {
+      g->used = now;
+      return be->vt->graph_launch(be, g->graph, st);
+    }
+    if (!slot || (slot->graph && (!g->graph || g->used < slot->used))) slot = g;
+  }
+  if (slot->graph && now - slot->used <= QWEN3_SSM_GRAPH_IDLE)
+    return qwen3_ssm_forward(L, pool, part, x, y, batch, batch, 1, st); /* every entry in use */
 
-  /* Record.  Nothing runs while recording, so a failure leaves every slot as it was. */
+  /* Record.  Nothing runs while recording, so a failure leaves every entry as it was. */
   METRALE_RETURN_IF_ERROR(be->vt->graph_begin(be, st));
   metrale_status s = qwen3_ssm_forward(L, pool, part, x, y, batch, batch, 1, st);
   gpu_graph g = NULL;
@@ -52,11 +70,10 @@ metrale_status qwen3_ssm_decode_step(metrale_qwen3_ssm_layer *L, metrale_state_p
     return s;
   }
   if (e) return metrale_status_annotate(e, "recording a decode step of batch %u", batch);
-  qwen3_ssm_graph *slot = &L->graphs[L->graph_next];
-  L->graph_next = (L->graph_next + 1) % QWEN3_SSM_GRAPHS;
   if (slot->graph) be->vt->graph_destroy(be, slot->graph);
   *slot = key;
   slot->graph = g;
+  slot->used = now;
   return be->vt->graph_launch(be, g, st);
 }
 

@@ -295,10 +295,14 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  GEMMs of <= 200 64x64 tiles:   gemm.%s / gemm.%s\n",
           metrale_ops_kernel_or(o, METRALE_K_gemm_f32in_splitk, METRALE_K_gemm_f32in),
           metrale_ops_kernel_or(o, METRALE_K_gemm_bf16_splitk, METRALE_K_gemm_bf16));
-  fprintf(out, "  decode step:                   %s\n",
-          qwen3_ssm_graphs_used(L) ? "recorded once per batch and buffers, then replayed as a graph"
-                                   : (metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"
-                                                                        : "launched eagerly (the backend has no graphs)"));
+  if (qwen3_ssm_graphs_used(L))
+    fprintf(out, "  decode step:                   recorded once per batch and buffers, then replayed as a graph "
+                 "(%u kept, the least recently replayed replaced after %u steps idle)\n",
+            QWEN3_SSM_GRAPHS, QWEN3_SSM_GRAPH_IDLE);
+  else
+    fprintf(out, "  decode step:                   %s\n",
+            metrale_device_has_graphs(L->dev) ? "launched eagerly (graphs turned off)"
+                                              : "launched eagerly (the backend has no graphs)");
   describe_decode(o, d, out);
   fprintf(out, "  input projection, prefill:     four GEMMs into q|k|v, z, b, a (in_proj rows in the "
                "Qwen3.5 order for both families)\n");

@@ -84,8 +84,13 @@ typedef struct qwen3_ssm_scratch {
 /* Host copies of slot lists that may be queued for upload at once (layer.c upload_lists). */
 #define QWEN3_SSM_LIST_RING 16u
 
-/* A recorded decode step and what it was recorded for (graphs.c). */
-#define QWEN3_SSM_GRAPHS 8u
+/* A recorded decode step and what it was recorded for (graphs.c).  A layer keeps at most
+ * QWEN3_SSM_GRAPHS of them.  With all taken, a new key's step replaces the least recently
+ * replayed recording only once that one has gone QWEN3_SSM_GRAPH_IDLE decode steps without a
+ * replay; until then the new key's steps run eagerly, so keys going round in a loop longer
+ * than the cache keep most of their recordings instead of recording every step. */
+#define QWEN3_SSM_GRAPHS 32u
+#define QWEN3_SSM_GRAPH_IDLE (2u * QWEN3_SSM_GRAPHS)
 typedef struct qwen3_ssm_graph {
   gpu_graph graph; /* NULL: an empty entry */
   metrale_part part;
@@ -94,6 +99,7 @@ typedef struct qwen3_ssm_graph {
   gpu_ptr x, y;
   uint32_t batch;
   gpu_stream st;
+  uint64_t used; /* the layer's graph_steps when it was last recorded or replayed */
 } qwen3_ssm_graph;
 
 struct metrale_qwen3_ssm_layer {
@@ -127,9 +133,9 @@ struct metrale_qwen3_ssm_layer {
    * sized for the largest prefill so far; 0 while none needed one. */
   gpu_ptr delta_ws;
   uint64_t delta_ws_bytes;
-  /* decode steps recorded as graphs, replaced oldest first */
+  /* decode steps recorded as graphs (graphs.c) */
   qwen3_ssm_graph graphs[QWEN3_SSM_GRAPHS];
-  unsigned graph_next;
+  uint64_t graph_steps; /* decode steps taken with graphs on: the clock of graphs[].used */
   int graphs_off; /* metrale_qwen3_ssm_layer_set_graphs(L, 0) */
   /* A MoE layer's second stream, where the backend has stream_wait: the shared expert runs
    * there beside the routed experts (ffn.c); has_side 0: one stream. */
