@@ -165,6 +165,40 @@ Test(memory, host_copies_queue_in_order_with_device_copies) {
   cf_close(&ctx);
 }
 
+/* Small host copies of every size and alignment a slot list takes, and around the sizes where a
+ * backend may write them otherwise than by a transfer (CUDA: stream write operations up to 255
+ * of 4 or 8 bytes; Vulkan: recorded updates up to 64 KiB): each lands exactly in place, and the
+ * bytes either side stay as they were. */
+Test(memory, small_host_copies_at_every_alignment) {
+  cf_ctx ctx;
+  cf_open(&ctx);
+  gpu_backend *be = metrale_device_backend(ctx.dev);
+  enum { N = 4096 + 64 };
+  static const uint32_t sizes[] = {1, 3, 4, 8, 12, 16, 20, 1016, 1020, 1024, 1028, 2036, 2040, 2044, 2048, 2052, 4096};
+  static const uint32_t offsets[] = {0, 1, 4, 8, 12, 28};
+  uint8_t *src = cf_alloc(N, 1), *back = cf_alloc(N, 1), *want = cf_alloc(N, 1);
+  gpu_ptr b = 0;
+  CHECK_OK(&ctx, be->vt->alloc(be, N, &b));
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+    for (size_t oi = 0; oi < sizeof offsets / sizeof offsets[0]; oi++) {
+      const uint32_t n = sizes[si], off = offsets[oi];
+      if (off + n > N) continue;
+      for (size_t i = 0; i < N; i++) src[i] = (uint8_t)mt_next(&ctx.rng);
+      CHECK_OK(&ctx, be->vt->memset(be, b, 0x11, N, NULL));
+      CHECK_OK(&ctx, be->vt->copy_h2d(be, b + off, src, n, NULL));
+      CHECK_OK(&ctx, be->vt->copy_d2h(be, back, b, N, NULL));
+      CHECK_OK(&ctx, be->vt->sync(be));
+      memset(want, 0x11, N);
+      memcpy(want + off, src, n);
+      char what[64];
+      snprintf(what, sizeof what, "%u bytes copied from the host to offset %u", n, off);
+      cf_check_exact(&ctx, what, back, want, 1, N);
+    }
+  be->vt->free(be, b);
+  free(src), free(back), free(want);
+  cf_close(&ctx);
+}
+
 /* stream_wait (optional): a copy on one stream after a wait for a long memset on another must
  * see the memset's bytes, both ways round and with the backend's own stream (NULL) as either
  * side.  The bytes read are the last the memset writes, so a wait that did not hold would
