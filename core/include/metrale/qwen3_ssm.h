@@ -61,7 +61,11 @@ uint64_t metrale_qwen3_ssm_layer_weight_bytes(const metrale_qwen3_ssm_layer *lay
 int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *layer);
 /* Decode steps are recorded once and replayed as graphs where the backend has graphs
  * (default on; the result is the same either way).  0 turns that off and drops the
- * recordings, 1 turns it back on. */
+ * recordings, 1 turns it back on.  A step is recorded once per (part, pool, x, y, batch,
+ * stream) it meets, and a layer keeps 32 recordings.  With all 32 in use, a new key's steps
+ * run eagerly until the least recently replayed recording has gone 64 decode steps unused,
+ * which it then replaces: a serving loop that goes round more batch sizes than 32 replays 32
+ * of them and launches the others. */
 void metrale_qwen3_ssm_layer_set_graphs(metrale_qwen3_ssm_layer *layer, int on);
 /* A MoE layer runs its shared expert on a second stream beside the routed experts where the
  * backend has stream_wait (default on; the result is the same bits either

@@ -22,6 +22,9 @@
 
 #include "layer.h"
 
+_Static_assert(QWEN3_SSM_GRAPHS == 32 && QWEN3_SSM_GRAPH_IDLE == 64,
+               "qwen3_ssm.h tells callers the layer keeps 32 recordings, replaced after 64 steps unused");
+
 static int same_key(const qwen3_ssm_graph *a, const qwen3_ssm_graph *b) {
   return a->part == b->part && a->pool == b->pool && a->conv == b->conv && a->rec == b->rec &&
          a->x == b->x && a->y == b->y && a->batch == b->batch && a->st == b->st;
