@@ -5,9 +5,11 @@
 #include "cli.h"
 
 /* Median seconds of one call of fn over `samples` samples after `warmup` calls; each
- * sample times `inner` back-to-back calls ended by a device sync. */
+ * sample times `inner` back-to-back calls ended by a device sync, a whole number of `group`s
+ * (calls that differ in turn, such as steps going round batch sizes: each sample then holds
+ * every kind of call equally often; 1 where the calls are all alike). */
 typedef metrale_status (*bench_fn)(void *ctx);
-metrale_status bench_time(metrale_device *dev, bench_fn fn, void *ctx, int warmup, int samples,
+metrale_status bench_time(metrale_device *dev, bench_fn fn, void *ctx, int warmup, int group, int samples,
                           double *out_median, double *out_min);
 
 /* The kernels one call of fn launches (metrale_device_launches around it, then a sync), in

@@ -11,18 +11,21 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-metrale_status bench_time(metrale_device *dev, bench_fn fn, void *ctx, int warmup, int samples,
+metrale_status bench_time(metrale_device *dev, bench_fn fn, void *ctx, int warmup, int group, int samples,
                           double *out_median, double *out_min) {
   gpu_backend *be = metrale_device_backend(dev);
+  if (group < 1) group = 1;
   for (int i = 0; i < warmup; i++) METRALE_RETURN_IF_ERROR(fn(ctx));
   METRALE_RETURN_IF_ERROR(be->vt->sync(be));
-  /* calibrate: enough calls per sample that a sample lasts about 2 ms */
+  /* calibrate on one group: enough calls per sample that a sample lasts about 2 ms, in whole
+   * groups */
   double t0 = cli_now();
-  METRALE_RETURN_IF_ERROR(fn(ctx));
+  for (int i = 0; i < group; i++) METRALE_RETURN_IF_ERROR(fn(ctx));
   METRALE_RETURN_IF_ERROR(be->vt->sync(be));
-  double one = cli_now() - t0;
+  double one = (cli_now() - t0) / group;
   int inner = one > 2e-3 ? 1 : (int)(2e-3 / (one > 1e-7 ? one : 1e-7)) + 1;
   if (inner > 1000) inner = 1000;
+  inner = (inner + group - 1) / group * group;
   double *t = malloc(sizeof(double) * (size_t)samples);
   if (!t) return METRALE_ERROR(OUT_OF_MEMORY, "timing samples");
   metrale_status s = METRALE_OK;
@@ -95,7 +98,7 @@ metrale_status bench_copy_bandwidth(metrale_device *dev, uint64_t bytes, double 
   if (!s) s = c.be->vt->memset(c.be, c.a, 1, bytes, NULL);
   if (!s) s = c.be->vt->memset(c.be, c.b, 2, bytes, NULL);
   double med = 0, mn = 0;
-  if (!s) s = bench_time(dev, copy_once, &c, 2, 9, &med, &mn);
+  if (!s) s = bench_time(dev, copy_once, &c, 2, 1, 9, &med, &mn);
   if (!s) *out_gbps = 2.0 * (double)bytes / med / 1e9;
   metrale_free(dev, c.a);
   metrale_free(dev, c.b);
@@ -125,7 +128,7 @@ metrale_status bench_gemm_rate(metrale_device *dev, uint32_t n, double *out_tflo
   if (!s) s = be->vt->memset(be, g.x, 0x3c, bytes, NULL);
   if (!s) s = be->vt->memset(be, g.w, 0x3c, bytes, NULL);
   double med = 0, mn = 0;
-  if (!s) s = bench_time(dev, gemm_once, &g, 1, 5, &med, &mn);
+  if (!s) s = bench_time(dev, gemm_once, &g, 1, 1, 5, &med, &mn);
   if (!s) *out_tflops = 2.0 * n * (double)n * n / med / 1e12;
   metrale_free(dev, g.x);
   metrale_free(dev, g.w);

@@ -212,7 +212,7 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     double med = 0, mn = 0;
     char kt[4096], kj[6144];
     if (!s) s = bench_kernels(dev, core_once, &c, kt, sizeof kt, kj, sizeof kj);
-    if (!s) s = bench_time(dev, core_once, &c, warmup, samples, &med, &mn);
+    if (!s) s = bench_time(dev, core_once, &c, warmup, 1, samples, &med, &mn);
     if (!s) {
       double tf = core_flops_per_token(cfg) * T / med / 1e12;
       if (json)
@@ -403,7 +403,9 @@ int cmd_bench(int argc, char **argv) {
     if (graphs) metrale_qwen3_ssm_layer_set_graphs(layer, 0);
     s = bench_kernels(dev, case_once, &c, r->kernels, sizeof r->kernels, r->kernels_json, sizeof r->kernels_json);
     if (graphs) metrale_qwen3_ssm_layer_set_graphs(layer, 1);
-    if (!s) s = bench_time(dev, case_once, &c, (int)warmup, (int)samples, &r->median, &r->min);
+    /* a sample holds whole rounds of the cycle, and both lists of --new-slots equally often */
+    const int group = c.ncycle ? (int)c.ncycle : c.other ? 2 : 1;
+    if (!s) s = bench_time(dev, case_once, &c, (int)warmup, group, (int)samples, &r->median, &r->min);
     if (s) break;
     double bytes = 0, flops = 0; /* a cycle's steps differ: no rate */
     if (!is_cycle) count(&cfg, part, metrale_qwen3_ssm_layer_is_moe(layer), c.decode, c.n, c.seqs, &bytes, &flops);
