@@ -65,7 +65,8 @@ int metrale_qwen3_ssm_layer_is_moe(const metrale_qwen3_ssm_layer *layer);
  * stream) it meets, and a layer keeps 32 recordings.  With all 32 in use, a new key's steps
  * run eagerly until the least recently replayed recording has gone 64 decode steps unused,
  * which it then replaces: a serving loop that goes round more batch sizes than 32 replays 32
- * of them and launches the others. */
+ * of them and launches the others.  A CUDA recording holds about 0.12-0.14 MB of device
+ * memory (docs/perf-decode.md, section 33), so up to ~4.5 MB a layer. */
 void metrale_qwen3_ssm_layer_set_graphs(metrale_qwen3_ssm_layer *layer, int on);
 /* A MoE layer runs its shared expert on a second stream beside the routed experts where the
  * backend has stream_wait (default on; the result is the same bits either
