@@ -138,3 +138,23 @@ void lt_small_config(metrale_qwen3_config *c, int moe) {
   c->intermediate_size = 160;
   c->linear_layer[0] = 1;
 }
+
+float *lt_random_x(uint64_t n, uint64_t seed) {
+  float *x = malloc(n * sizeof *x);
+  cr_assert(x);
+  for (uint64_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = ((float)(seed >> 40) / 16777216.0f - 0.5f) * 3.0f;
+  }
+  return x;
+}
+
+int lt_expect_same_bits(const float *a, const float *b, uint64_t n, uint64_t ny, const char *what) {
+  for (uint64_t i = 0; i < n; i++)
+    if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      cr_expect(0, "%s: %s differs at %llu: %g vs %g", what, i < ny ? "a decode output" : "a final state",
+                (unsigned long long)(i < ny ? i : i - ny), a[i], b[i]);
+      return 1;
+    }
+  return 0;
+}

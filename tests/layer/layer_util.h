@@ -48,6 +48,12 @@ void lt_expect_launched(metrale_device *dev, metrale_kernel_id id, const char *w
  * where moe, else a dense MLP. */
 void lt_small_config(metrale_qwen3_config *c, int moe);
 
+/* n floats from seed, uniform in [-1.5, 1.5) (one sequence of a 64-bit LCG; malloc'ed). */
+float *lt_random_x(uint64_t n, uint64_t seed);
+/* 0 where a and b hold the same bits; else a failed expectation naming what and the first
+ * differing index, and 1 (the first ny values are outputs, the rest final states). */
+int lt_expect_same_bits(const float *a, const float *b, uint64_t n, uint64_t ny, const char *what);
+
 double lt_rel_l2(const float *a, const float *b, uint64_t n);
 /* Asserts rel_l2(got, want) <= tol, with a message naming what. */
 void lt_expect_close(const char *what, const float *got, const float *want, uint64_t n, double tol);

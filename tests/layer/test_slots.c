@@ -12,16 +12,6 @@
 #include "layer_util.h"
 #include "layers/qwen3_ssm/layer.h" /* the scratch layout (white box) */
 
-static float *random_x(uint64_t n, uint64_t seed) {
-  float *x = malloc(n * sizeof *x);
-  cr_assert(x);
-  for (uint64_t i = 0; i < n; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    x[i] = ((float)(seed >> 40) / 16777216.0f - 0.5f) * 3.0f;
-  }
-  return x;
-}
-
 #define CHECK(expr)                                                                   \
   do {                                                                                \
     metrale_status s_ = (expr);                                                       \
@@ -72,7 +62,7 @@ Test(modes, decode_and_split_equal_prefill) {
     metrale_qwen3_config cfg;
     lt_small_config(&cfg, moe);
     const uint32_t lens[] = {23, 1, 9};
-    float *x = random_x(33ull * cfg.hidden_size, 11 + moe);
+    float *x = lt_random_x(33ull * cfg.hidden_size, 11 + moe);
     expect_modes_agree(dev, &cfg, 5, METRALE_PART_LAYER, x, lens, 3, 4);
     free(x);
   }
@@ -97,7 +87,7 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
     metrale_qwen3_config cfg;
     heads128_config(&cfg, moe);
     const uint32_t lens[] = {7, 6, 5, 4, 3, 2, 1};
-    float *x = random_x(28ull * cfg.hidden_size, 61 + moe);
+    float *x = lt_random_x(28ull * cfg.hidden_size, 61 + moe);
     metrale_device_launches_reset(dev);
     expect_modes_agree(dev, &cfg, 13, METRALE_PART_LAYER, x, lens, 7, 3);
     lt_expect_launched(dev, METRALE_K_gdn_decode_cluster35, "decode batches 1 to 4 of heads of 128");
@@ -132,7 +122,7 @@ Test(bench_shape, decode_equals_prefill, .timeout = 1200) {
   /* two of 64 tokens: the chunked core in the prefill, then decode batch 2; eight short ones:
    * decode batches 8, 8, 8, 5, 2 */
   const uint32_t long_lens[] = {64, 64}, short_lens[] = {5, 5, 4, 4, 4, 3, 3, 3};
-  float *x = random_x(128ull * cfg.hidden_size, 83);
+  float *x = lt_random_x(128ull * cfg.hidden_size, 83);
   expect_modes_agree_tol(dev, &cfg, 19, METRALE_PART_LAYER, x, long_lens, 2, 48, LAYER_TOL);
   expect_modes_agree_tol(dev, &cfg, 23, METRALE_PART_LAYER, x, short_lens, 8, 3, LAYER_TOL);
   free(x);
@@ -155,7 +145,7 @@ Test(paths, decode_8_by_gemv_only_without_matrix_units, .timeout = 600) {
   const uint32_t flags = metrale_device_backend(dev)->caps.flags;
   const int simt = !(flags & (GPU_CAP_F16_TENSOR | GPU_CAP_HOST_MEMORY));
   const uint32_t lens[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-  float *x = random_x(8ull * cfg.hidden_size, 97);
+  float *x = lt_random_x(8ull * cfg.hidden_size, 97);
   lt_run r;
   lt_run_init(&r, dev, NULL, &cfg, 29, METRALE_PART_MIXER, x, lens, 8, 8);
   metrale_device_launches_reset(dev);
@@ -189,7 +179,7 @@ Test(modes, prefill_on_large_tiles_equals_decode, .timeout = 600) {
   cfg.hidden_size = 256;
   cfg.nk = 2, cfg.nv = 16, cfg.dk = 64, cfg.dv = 128; /* z: 2048 columns, q|k|v: 2304 */
   const uint32_t lens[] = {34 * 128};
-  float *x = random_x((uint64_t)lens[0] * cfg.hidden_size, 29);
+  float *x = lt_random_x((uint64_t)lens[0] * cfg.hidden_size, 29);
   expect_modes_agree(dev, &cfg, 7, METRALE_PART_MIXER, x, lens, 1, 4000);
   free(x);
   metrale_device_destroy(dev);
@@ -205,7 +195,7 @@ Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
   metrale_qwen3_config cfg;
   lt_small_config(&cfg, 0);
   const uint32_t lens[] = {40, 41};
-  float *x = random_x(81ull * cfg.hidden_size, 53);
+  float *x = lt_random_x(81ull * cfg.hidden_size, 53);
   metrale_device_launches_reset(dev);
   expect_modes_agree(dev, &cfg, 29, METRALE_PART_MIXER, x, lens, 2, 1);
   lt_expect_launched(dev, METRALE_K_delta_rule_prefill_chunked_f16, "a prefill of sequences averaging 40 tokens");
@@ -226,7 +216,7 @@ Test(modes, wide_hidden_few_heads_prefill_equals_decode) {
   cfg.hidden_size = 2048;
   cfg.nk = 1, cfg.nv = 1, cfg.dk = 128, cfg.dv = 128; /* q|k|v 384 columns: the ws rule on the cpu */
   const uint32_t lens[] = {150, 40};
-  float *x = random_x(190ull * cfg.hidden_size, 47);
+  float *x = lt_random_x(190ull * cfg.hidden_size, 47);
   expect_modes_agree(dev, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 1);
 
   metrale_qwen3_ssm_layer *L = random_layer(dev, &cfg, 17);
@@ -335,7 +325,7 @@ Test(modes, prefill_longer_than_an_ffn_chunk_equals_split, .timeout = 600) {
     metrale_qwen3_ssm_layer_destroy(L);
     const uint32_t lens[] = {chunk + 100};
     const uint64_t H = cfg.hidden_size;
-    float *x = random_x(lens[0] * H, 37 + moe);
+    float *x = lt_random_x(lens[0] * H, 37 + moe);
     lt_run ref, spl;
     lt_run_init(&ref, dev, NULL, &cfg, 31, METRALE_PART_LAYER, x, lens, 1, 1);
     lt_run_init(&spl, dev, NULL, &cfg, 31, METRALE_PART_LAYER, x, lens, 1, 1);
@@ -423,7 +413,7 @@ Test(modes, large_decode_batch_on_f16_proj, .timeout = 600) {
 
   const int has16 = expect_f16_decode_from(dev, &cfg, 53, NSEQ);
 
-  float *x = random_x(2ull * NSEQ * cfg.hidden_size, 59);
+  float *x = lt_random_x(2ull * NSEQ * cfg.hidden_size, 59);
   expect_modes_agree(dev, &cfg, 61, METRALE_PART_MIXER, x, lens, NSEQ, 1);
   /* The conv state holds the projections' q|k|v rows as they were: a prefill of these 770
    * tokens projects them on fp16 x too (white box: q|k|v alone is 17 tiles wide), by the same
@@ -473,7 +463,7 @@ Test(modes, small_decode_batches_on_f16_proj, .timeout = 600) {
 
   uint64_t T = 0;
   for (uint32_t i = 0; i < NSEQ; i++) T += lens[i];
-  float *x = random_x(T * cfg.hidden_size, 71);
+  float *x = lt_random_x(T * cfg.hidden_size, 71);
   expect_modes_agree(dev, &cfg, 73, METRALE_PART_MIXER, x, lens, NSEQ, 2);
   free(x);
   metrale_device_destroy(dev);
@@ -536,7 +526,7 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
   gpu_ptr x = 0, y = 0;
   CHECK(metrale_alloc(dev, n * 2, &x));
   CHECK(metrale_alloc(dev, n * 2, &y));
-  float *fx = random_x(n, 43);
+  float *fx = lt_random_x(n, 43);
   metrale_bf16 *hx = malloc(n * 2);
   cr_assert(hx);
   for (uint64_t i = 0; i < n; i++) hx[i] = metrale_f32_to_bf16(fx[i]);
@@ -591,7 +581,7 @@ static int half_pair(metrale_kernel_id drop, path_taken taken, const char *what,
   metrale_qwen3_config cfg;
   fp16_path_config(&cfg);
   const uint32_t lens[] = {9000, 3800}, C = 2 * cfg.nk * cfg.dk + cfg.nv * cfg.dv, T = lens[0] + lens[1];
-  float *x = random_x((uint64_t)T * cfg.hidden_size, 47);
+  float *x = lt_random_x((uint64_t)T * cfg.hidden_size, 47);
   lt_run half, full;
   lt_run_init(&half, dev, NULL, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 2);
   lt_run_init(&full, dev, NULL, &cfg, 17, METRALE_PART_MIXER, x, lens, 2, 2);
@@ -697,7 +687,7 @@ Test(modes, input_norm_f16_equals_norm_then_f16, .timeout = 600) {
       for (uint32_t i = 0; i < nseq; i++) lens[i] = 2;
       T = 2 * nseq;
     }
-    float *x = random_x((uint64_t)T * cfg.hidden_size, 29 + decode);
+    float *x = lt_random_x((uint64_t)T * cfg.hidden_size, 29 + decode);
     lt_run fused, plain;
     lt_run_init(&fused, dev, NULL, &cfg, 23, METRALE_PART_LAYER, x, lens, nseq, nseq);
     lt_run_init(&plain, dev, NULL, &cfg, 23, METRALE_PART_LAYER, x, lens, nseq, nseq);
@@ -741,7 +731,7 @@ Test(modes, decode_batches_on_split_tiles_equal_prefill) {
   static const uint32_t batches[] = {8, 100, 200};
   static uint32_t lens[200];
   for (uint32_t i = 0; i < 200; i++) lens[i] = 2;
-  float *x = random_x(400ull * cfg.hidden_size, 31);
+  float *x = lt_random_x(400ull * cfg.hidden_size, 31);
   CHECK(metrale_qwen3_ssm_describe_shape(dev, &cfg, 0, stderr)); /* which kernels the batches take */
   for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
     expect_modes_agree(dev, &cfg, 13, METRALE_PART_MIXER, x, lens, batches[b], 1);
@@ -755,7 +745,7 @@ Test(modes, batch_equals_each_sequence_alone) {
   lt_small_config(&cfg, 1);
   const uint32_t lens[] = {7, 30, 2, 12};
   const uint64_t H = cfg.hidden_size;
-  float *x = random_x(51 * H, 3);
+  float *x = lt_random_x(51 * H, 3);
   for (int mode = 0; mode < 2; mode++) {
     run_mode m = mode ? MODE_DECODE : MODE_PREFILL;
     lt_run all;
@@ -814,7 +804,7 @@ static void env_init_shape(slot_env *e, uint32_t n_slots, uint32_t max_tokens, c
   CHECK(metrale_alloc(e->dev, bytes, &e->x));
   CHECK(metrale_alloc(e->dev, bytes, &e->y));
   metrale_bf16 *hx = malloc(bytes);
-  float *fx = random_x(bytes / 2, 77);
+  float *fx = lt_random_x(bytes / 2, 77);
   for (uint64_t i = 0; i < bytes / 2; i++) hx[i] = metrale_f32_to_bf16(fx[i]);
   CHECK(e->be->vt->copy_h2d(e->be, e->x, hx, bytes, NULL));
   CHECK(e->be->vt->stream_sync(e->be, NULL));
@@ -835,7 +825,7 @@ static void env_free(slot_env *e) {
 /* Fills every slot with a distinct pattern, so untouched slots can be checked bit for bit. */
 static void fill_pattern(slot_env *e) {
   uint64_t n = (e->cf + e->rf) * e->n_slots;
-  float *v = random_x(n, 1234);
+  float *v = lt_random_x(n, 1234);
   for (uint64_t i = 0; i < n; i++) v[i] *= 0.05f;
   CHECK(e->be->vt->copy_h2d(e->be, metrale_state_pool_conv(e->pool), v, e->cf * e->n_slots * 4, NULL));
   CHECK(e->be->vt->copy_h2d(e->be, metrale_state_pool_recurrent(e->pool), v + e->cf * e->n_slots,
@@ -948,18 +938,6 @@ static float *outputs_and_states(slot_env *e, metrale_bf16 *y, uint64_t ny, uint
   return all;
 }
 
-/* 0 where a and b hold the same bits; else a message is expected and 1 returned (the first ny
- * values are outputs, the rest final states). */
-static int expect_same_bits(const float *a, const float *b, uint64_t n, uint64_t ny, const char *what) {
-  for (uint64_t i = 0; i < n; i++)
-    if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      cr_expect(0, "%s: %s differs at %llu: %g vs %g", what, i < ny ? "a decode output" : "a final state",
-                (unsigned long long)(i < ny ? i : i - ny), a[i], b[i]);
-      return 1;
-    }
-  return 0;
-}
-
 /* Every slot's final state (`states`, as outputs_and_states lays them) differs from the fill
  * pattern: else comparing runs would say nothing. */
 static void expect_every_slot_moved(slot_env *e, const float *states) {
@@ -1015,7 +993,7 @@ Test(slots, graph_replay_equals_eager_launches) {
   float *eager = run_graph_steps(&e, &n2);
   cr_assert_eq(n1, n2);
   const uint64_t ny = GRAPH_STEPS * 2 * e.cfg.hidden_size;
-  expect_same_bits(replayed, eager, n1, ny, "graphs vs eager");
+  lt_expect_same_bits(replayed, eager, n1, ny, "graphs vs eager");
   expect_every_slot_moved(&e, eager + ny);
   free(replayed), free(eager);
   env_free(&e);
@@ -1039,7 +1017,7 @@ Test(slots, second_stream_equals_one_stream) {
     cr_expect_eq(metrale_qwen3_ssm_layer_uses_second_stream(e.layer), 0);
     float *one = run_graph_steps(&e, &n2);
     cr_assert_eq(n1, n2);
-    expect_same_bits(two, one, n1, GRAPH_STEPS * 2 * e.cfg.hidden_size,
+    lt_expect_same_bits(two, one, n1, GRAPH_STEPS * 2 * e.cfg.hidden_size,
                      graphs ? "graphs, second stream vs one stream" : "eager, second stream vs one stream");
     free(two), free(one);
   }
@@ -1128,7 +1106,7 @@ static void expect_queued_equal_synced(int heads128) {
         char what[128];
         snprintf(what, sizeof what, "heads of %u, run %u of %u, %s, %s", cfg.dk, r + 1, reps,
                  graphs ? "graphs" : "eager", synced ? "a sync after each step" : "queued");
-        bad = expect_same_bits(got, want, n, ny, what);
+        bad = lt_expect_same_bits(got, want, n, ny, what);
         free(got);
       }
   if (heads128) {
@@ -1227,7 +1205,7 @@ Test(slots, new_list_every_step_queues_without_a_sync_each, .timeout = 600) {
       char what[96];
       snprintf(what, sizeof what, "run %u of %u, %s, a new list each step, queued", r + 1, reps,
                graphs ? "graphs" : "eager");
-      const int bad = expect_same_bits(got, want, n, ny, what);
+      const int bad = lt_expect_same_bits(got, want, n, ny, what);
       free(got);
       if (bad) break;
     }
