@@ -21,6 +21,13 @@
  *               in fp16 for the core: one rounding more on q e^G, k e^(G_L - G) and beta e^G k)
  *       fp16, scaled, q/k/v stored fp16  the same with v rounded to fp16 too (unscaled: a v past
  *               65504 becomes an infinity, as such a store would make it)
+ *       fp16, scaled, values from the state  fp16, scaled, without W and U: each chunk forms
+ *               R = V - diag(e^G) K S0 (K and S0 fp16 operands) and D = (T diag(beta)) R (both
+ *               fp16 operands), the algebra of a core whose first kernel writes only the solve
+ *               (FlashQLA's; docs/perf-prefill.md, "Next (2026-12-06)")
+ *       fp16, scaled, values from the state, solve without decays  the same with T made as a
+ *               kernel that does not read g would: T0 = (I + strictly_lower(diag(beta) K K^T))^-1,
+ *               stored in fp16, and T = Gamma o T0 (Gamma_ij = e^(G_i - G_j), exact algebra)
  *       bf16    both operands bf16, one product (flash-linear-attention's operands)
  *     The per-chunk quantities (G, A, the inverse T, decays) and the state carried from chunk
  *     to chunk stay f32 in every scheme; only the operands of the products are rounded.
@@ -28,6 +35,7 @@
  * Chunk math (chunk of L tokens, G = in-chunk cumulative sum of g, S0 the state before it):
  *   A = strictly_lower(beta_i e^(G_i - G_j) k_i.k_j)   T = (I + A)^-1
  *   W = T diag(beta e^G) K      U = T diag(beta) V        D = U - W S0
+ *   (values from the state: D = T diag(beta) (V - diag(e^G) K S0), the same D)
  *   O = diag(e^G) Q S0 + lower(e^(G_i - G_j) q_i.k_j) D
  *   S = e^(G_L) S0 + (diag(e^(G_L - G)) K)^T D
  *
@@ -50,13 +58,14 @@
 
 enum { DK = 128, DV = 128, CH = 64 };
 
-typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, FP16SR, FP16SQK, FP16SQ, BF16, NSCHEME } scheme;
+typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, FP16SR, FP16SQK, FP16SQ, FP16SC, FP16SC0, BF16, NSCHEME } scheme;
 static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "fp16, scaled", "fp16, scaled, U split3", "fp16, scaled, U stored fp16",
                                             "fp16, scaled, q/k stored fp16", "fp16, scaled, q/k/v stored fp16",
-                                            "bf16"};
+                                            "fp16, scaled, values from the state",
+                                            "fp16, scaled, values from the state, solve without decays", "bf16"};
 
-/* The fp16 schemes that scale v and the state into half's range (all from FP16S to FP16SQ) */
-static int fp16_scaled(scheme s) { return s >= FP16S && s <= FP16SQ; }
+/* The fp16 schemes that scale v and the state into half's range (all from FP16S to FP16SC0) */
+static int fp16_scaled(scheme s) { return s >= FP16S && s <= FP16SC0; }
 
 /* ---- operand rounding ------------------------------------------------------------------ */
 
@@ -194,7 +203,9 @@ TOKEN_RECURRENCE(sequential_f32, float, expf)
 static void chunked(scheme s, const inputs *in, float *S, float *o) {
   memset(S, 0, sizeof(float) * DK * DV);
   static float G[CH], KK[CH * CH], QK[CH * CH], A[CH * CH], T[CH * CH], Kb[CH * DK], Vb[CH * DV], W[CH * DK],
-      U[CH * DV], D[CH * DV], Qs[CH * DK], M[CH * CH], KdT[DK * CH], O[CH * DV], kT[DK * CH];
+      U[CH * DV], D[CH * DV], Qs[CH * DK], M[CH * CH], KdT[DK * CH], O[CH * DV], kT[DK * CH], Tb[CH * CH],
+      R[CH * DV];
+  const int from_state = s == FP16SC || s == FP16SC0;
   for (int c0 = 0; c0 < in->t; c0 += CH) {
     const int L = in->t - c0 < CH ? in->t - c0 : CH;
     const float *q = in->q + c0 * DK, *k = in->k + c0 * DK, *v = in->v + c0 * DV, *g = in->g + c0,
@@ -224,14 +235,19 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
       for (int j = 0; j < L; j++) kT[p * L + j] = k[j * DK + p];
     matmul(s, KK, k, DK, kT, L, L, L, DK, 0);
     matmul(s, QK, q, DK, kT, L, L, L, DK, 0);
+    /* FP16SC0: the solve without decays (T0 in A's place, T from it below) */
     for (int i = 0; i < L; i++)
-      for (int j = 0; j < L; j++) A[i * L + j] = j < i ? beta[i] * expf(G[i] - G[j]) * KK[i * L + j] : 0.0f;
+      for (int j = 0; j < L; j++)
+        A[i * L + j] = j < i ? beta[i] * (s == FP16SC0 ? 1.0f : expf(G[i] - G[j])) * KK[i * L + j] : 0.0f;
     for (int i = 0; i < L; i++) /* T = (I + A)^-1 by forward substitution, row by row */
       for (int j = 0; j < L; j++) {
         float t = i == j ? 1.0f : 0.0f;
         for (int p = j; p < i; p++) t -= A[i * L + p] * T[p * L + j];
         T[i * L + j] = j <= i ? t : 0.0f;
       }
+    if (s == FP16SC0) /* T0 stored in fp16, then Gamma o T0 */
+      for (int i = 0; i < L; i++)
+        for (int j = 0; j <= i; j++) T[i * L + j] = expf(G[i] - G[j]) * rnd_fp16(T[i * L + j]);
     for (int j = 0; j < L; j++) {
       const float e = expf(G[j]);
       for (int p = 0; p < DK; p++) Kb[j * DK + p] = beta[j] * e * k[j * DK + p], Qs[j * DK + p] = e * q[j * DK + p];
@@ -248,8 +264,17 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
     }
     for (int i = 0; i < L; i++)
       for (int j = 0; j < L; j++) M[i * L + j] = j <= i ? expf(G[i] - G[j]) * QK[i * L + j] : 0.0f;
-    matmul(s, D, W, DK, S, DV, L, DV, DK, 0); /* D = U - W S0 */
-    for (int x = 0; x < L * DV; x++) D[x] = U[x] - D[x];
+    if (from_state) { /* R = V - diag(e^G) K S0, D = (T diag(beta)) R */
+      matmul(s, R, k, DK, S, DV, L, DV, DK, 0);
+      for (int j = 0; j < L; j++)
+        for (int p = 0; p < DV; p++) R[j * DV + p] = v[j * DV + p] * scale - expf(G[j]) * R[j * DV + p];
+      for (int i = 0; i < L; i++)
+        for (int j = 0; j < L; j++) Tb[i * L + j] = T[i * L + j] * beta[j];
+      matmul(s, D, Tb, L, R, DV, L, DV, L, 0);
+    } else {
+      matmul(s, D, W, DK, S, DV, L, DV, DK, 0); /* D = U - W S0 */
+      for (int x = 0; x < L * DV; x++) D[x] = U[x] - D[x];
+    }
     matmul(s, O, Qs, DK, S, DV, L, DV, DK, 0);
     matmul(s, O, M, L, D, DV, L, DV, L, 1);
     const float eL = expf(G[L - 1]);
@@ -330,6 +355,8 @@ int main(int argc, char **argv) {
     if (!(err[SPLIT3] < 1e-5 && err[BF16] > 10 * err[SPLIT3] && err[TF32] > 2 * err[SPLIT3])) ok = 0;
     /* scaled fp16 keeps fp16's error at any size of v; unscaled fp16 overflows at 1e5 */
     if (!(err[FP16S] < 2e-3 && (regimes[r].vscale < 1e4 || !(err[FP16] < 1e-1)))) ok = 0;
+    /* values from the state: the same class as the fp16 kernel's (a wrong D gives ~1) */
+    if (!(err[FP16SC] < 3 * err[FP16S] && err[FP16SC0] < 1e-1)) ok = 0;
     free_inputs(&in);
   }
   free(Sref), free(oref), free(S), free(o);
