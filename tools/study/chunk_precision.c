@@ -28,6 +28,12 @@
  *       fp16, scaled, values from the state, solve without decays  the same with T made as a
  *               kernel that does not read g would: T0 = (I + strictly_lower(diag(beta) K K^T))^-1,
  *               stored in fp16, and T = Gamma o T0 (Gamma_ij = e^(G_i - G_j), exact algebra)
+ *       fp16, scaled, values from the state, 4 segments chained  the first scheme's chunk steps on
+ *               the sequence cut into 4 segments run apart (a GPU's segments): each from a zero
+ *               state, giving its final state F, and from the identity with v = 0, giving its
+ *               transition M (dk x dk: S_end = M S_start + F); the segments' starting states
+ *               chained in f32 (S_(s+1) = M_s S_s + F_s); each segment run again from its own
+ *               starting state for its outputs
  *       bf16    both operands bf16, one product (flash-linear-attention's operands)
  *     The per-chunk quantities (G, A, the inverse T, decays) and the state carried from chunk
  *     to chunk stay f32 in every scheme; only the operands of the products are rounded.
@@ -58,14 +64,15 @@
 
 enum { DK = 128, DV = 128, CH = 64 };
 
-typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, FP16SR, FP16SQK, FP16SQ, FP16SC, FP16SC0, BF16, NSCHEME } scheme;
+typedef enum { SPLIT3, BF16X2, TF32, FP16, FP16S, FP16SU, FP16SR, FP16SQK, FP16SQ, FP16SC, FP16SC0, FP16SCP, BF16, NSCHEME } scheme;
 static const char *scheme_name[NSCHEME] = {"split3", "bf16x2", "tf32", "fp16", "fp16, scaled", "fp16, scaled, U split3", "fp16, scaled, U stored fp16",
                                             "fp16, scaled, q/k stored fp16", "fp16, scaled, q/k/v stored fp16",
                                             "fp16, scaled, values from the state",
-                                            "fp16, scaled, values from the state, solve without decays", "bf16"};
+                                            "fp16, scaled, values from the state, solve without decays",
+                                            "fp16, scaled, values from the state, 4 segments chained", "bf16"};
 
-/* The fp16 schemes that scale v and the state into half's range (all from FP16S to FP16SC0) */
-static int fp16_scaled(scheme s) { return s >= FP16S && s <= FP16SC0; }
+/* The fp16 schemes that scale v and the state into half's range (all from FP16S to FP16SCP) */
+static int fp16_scaled(scheme s) { return s >= FP16S && s <= FP16SCP; }
 
 /* ---- operand rounding ------------------------------------------------------------------ */
 
@@ -200,16 +207,19 @@ static void free_inputs(inputs *in) { free(in->q), free(in->k), free(in->v), fre
 TOKEN_RECURRENCE(reference, double, exp)
 TOKEN_RECURRENCE(sequential_f32, float, expf)
 
-static void chunked(scheme s, const inputs *in, float *S, float *o) {
-  memset(S, 0, sizeof(float) * DK * DV);
+/* Tokens t_begin .. t_end - 1 in chunks from the state S (updated in place); o [t, DV] gets
+ * their outputs unless NULL; v read as zero when zero_v (a transition's run, S then dk x dk,
+ * which dk = dv lets the same code carry). */
+static void chunk_steps(scheme s, const inputs *in, int t_begin, int t_end, float *S, float *o, int zero_v) {
+  static const float vzero[CH * DV];
   static float G[CH], KK[CH * CH], QK[CH * CH], A[CH * CH], T[CH * CH], Kb[CH * DK], Vb[CH * DV], W[CH * DK],
       U[CH * DV], D[CH * DV], Qs[CH * DK], M[CH * CH], KdT[DK * CH], O[CH * DV], kT[DK * CH], Tb[CH * CH],
       R[CH * DV];
-  const int from_state = s == FP16SC || s == FP16SC0;
-  for (int c0 = 0; c0 < in->t; c0 += CH) {
-    const int L = in->t - c0 < CH ? in->t - c0 : CH;
-    const float *q = in->q + c0 * DK, *k = in->k + c0 * DK, *v = in->v + c0 * DV, *g = in->g + c0,
-                *beta = in->beta + c0;
+  const int from_state = s == FP16SC || s == FP16SC0 || s == FP16SCP;
+  for (int c0 = t_begin; c0 < t_end; c0 += CH) {
+    const int L = t_end - c0 < CH ? t_end - c0 : CH;
+    const float *q = in->q + c0 * DK, *k = in->k + c0 * DK, *v = zero_v ? vzero : in->v + c0 * DV,
+                *g = in->g + c0, *beta = in->beta + c0;
     static float qh[CH * DK], kh[CH * DK], vh[CH * DV];
     if (s == FP16SQK || s == FP16SQ) { /* the chunk's inputs as an fp16 store would leave them */
       for (int x = 0; x < L * DK; x++) qh[x] = rnd_fp16(q[x]), kh[x] = rnd_fp16(k[x]);
@@ -227,7 +237,9 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
       float big = 0.0f;
       for (int x = 0; x < L * DV; x++) big = fmaxf(big, fabsf(v[x]));
       for (int x = 0; x < DK * DV; x++) big = fmaxf(big, fabsf(S[x]));
-      if (big > 0.0f) scale = ldexpf(1.0f, -ilogbf(big) - 1);
+      /* at most 2^100 up: a transition's run (v = 0) decays towards f32's smallest values,
+       * where 2^(-ilogb - 1) would overflow (the kernel's rescale clamps its exponent too) */
+      if (big > 0.0f) scale = ldexpf(1.0f, -ilogbf(big) - 1 < 100 ? -ilogbf(big) - 1 : 100);
       for (int x = 0; x < DK * DV; x++) S[x] *= scale;
     }
     for (int i = 0; i < L; i++) G[i] = (i ? G[i - 1] : 0.0f) + g[i];
@@ -281,7 +293,38 @@ static void chunked(scheme s, const inputs *in, float *S, float *o) {
     for (int x = 0; x < DK * DV; x++) S[x] *= eL;
     matmul(s, S, KdT, L, D, DV, DK, DV, L, 1);
     for (int x = 0; x < DK * DV; x++) S[x] /= scale;
-    for (int x = 0; x < L * DV; x++) o[c0 * DV + x] = O[x] / scale;
+    if (o)
+      for (int x = 0; x < L * DV; x++) o[c0 * DV + x] = O[x] / scale;
+  }
+}
+
+enum { NSEG = 4 };
+static void chunked(scheme s, const inputs *in, float *S, float *o) {
+  memset(S, 0, sizeof(float) * DK * DV);
+  if (s != FP16SCP) {
+    chunk_steps(s, in, 0, in->t, S, o, 0);
+    return;
+  }
+  /* segments of whole chunks; S carries the chained starting state */
+  const int per = (in->t / CH + NSEG - 1) / NSEG * CH;
+  static float F[DK * DV], Mt[DK * DK], next[DK * DV];
+  for (int b = 0; b < in->t; b += per) {
+    const int e = b + per < in->t ? b + per : in->t;
+    if (e < in->t) { /* the next segment's start: M S + F, the products in f32 */
+      memset(F, 0, sizeof F);
+      chunk_steps(s, in, b, e, F, NULL, 0);
+      memset(Mt, 0, sizeof Mt);
+      for (int i = 0; i < DK; i++) Mt[i * DK + i] = 1.0f;
+      chunk_steps(s, in, b, e, Mt, NULL, 1);
+      for (int i = 0; i < DK; i++)
+        for (int j = 0; j < DV; j++) {
+          float x = F[i * DV + j];
+          for (int p = 0; p < DK; p++) x += Mt[i * DK + p] * S[p * DV + j];
+          next[i * DV + j] = x;
+        }
+    }
+    chunk_steps(s, in, b, e, S, o, 0); /* the segment from its own start: outputs */
+    if (e < in->t) memcpy(S, next, sizeof next);
   }
 }
 
@@ -325,7 +368,8 @@ int main(int argc, char **argv) {
                         {"fast decay (g ~ -4)", 4.0, 0, 1},
                         {"slow decay, keys near 4 directions", 0.02, 4, 1},
                         {"medium decay, keys near 4 directions", 0.5, 4, 1},
-                        {"medium decay, v ~ 1e5", 0.5, 0, 1e5}};
+                        {"medium decay, v ~ 1e5", 0.5, 0, 1e5},
+                        {"no decay (g = 0)", 0.0, 0, 1}};
   const regime quick[] = {all[0], all[1], all[5]}; /* --check */
   const regime *regimes = check ? quick : all;
   const int nreg = check ? 3 : (int)(sizeof all / sizeof all[0]);
@@ -357,6 +401,8 @@ int main(int argc, char **argv) {
     if (!(err[FP16S] < 2e-3 && (regimes[r].vscale < 1e4 || !(err[FP16] < 1e-1)))) ok = 0;
     /* values from the state: the same class as the fp16 kernel's (a wrong D gives ~1) */
     if (!(err[FP16SC] < 3 * err[FP16S] && err[FP16SC0] < 1e-1)) ok = 0;
+    /* the segments chained by their transitions end where the unsegmented run does */
+    if (!(err[FP16SCP] < 3 * err[FP16SC])) ok = 0;
     free_inputs(&in);
   }
   free(Sref), free(oref), free(S), free(o);
