@@ -72,6 +72,22 @@ __device__ __forceinline__ void put_plane(uint32_t plane, unsigned kc, const flo
   }
 }
 using MMA = sm90::wgmma_ss_f16<N>;
+/* the same on m64n64k16 with bf16 operands (P = Q K^T's first k step) */
+__device__ __forceinline__ void mma64_first(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+               : "l"(da), "l"(db));
+}
+/* d = A B on m64n128k16 (IEEE half operands), the accumulators' old values not read (scale-d = 0):
+ * a product's first k step, so that d is dead between products */
+__device__ __forceinline__ void mma128_first(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
+               : "l"(da), "l"(db));
+}
+
 constexpr uint64_t STEP_A = TILE >> 4, STEP_B = (2 * KC) >> 4;
 }  // namespace wh
 
@@ -211,6 +227,242 @@ __global__ void __launch_bounds__(LOADS ? 544 : 512, 1) whole_head_steps(float *
 #endif
 }
 
+/* INPUTS: the step as it would run from the inputs (FlashQLA's form), no record.  A chunk
+ * brings q and k (16 KiB each, from the key head's region: blocks 2i and 2i + 1 read the same, as
+ * a key head's two value heads would), v (16 KiB) and T diag(beta) (8 KiB) by four bulk copies.
+ * The outputs warpgroup also forms P = Q K^T (m64n64, bf16 operands for timing), its masked and
+ * decayed 64 x 64 into a plane, O = Q S scaled by e^G, O += P D, and stores O (bf16, 16 KiB a
+ * chunk) to global memory; the values warpgroup reads V from shared memory for R and writes D
+ * twice (as is for O, times e^(G_L - G) for the state); the state warpgroups multiply by K^T. */
+namespace whi {
+using namespace wh;
+constexpr unsigned QB = 0, KB = QB + 8 * TILE, VB = KB + 8 * TILE, AB = VB + 8 * TILE, IN = AB + 4 * TILE; /* 56 KiB */
+constexpr unsigned SP = 2 * IN, RP = SP + 16 * KC, VD = RP + 8 * KC, VN = VD + 8 * KC, PG = VN + 8 * KC,
+                   BAR = PG + 4 * TILE, END = BAR + 64;
+}  // namespace whi
+
+/* OV: bit 0 the outputs warpgroup forms P = Q K^T and its plane, bit 1 it stores O (both: the step
+ * as it would run) */
+template <unsigned OV>
+__global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsigned char *qk, const unsigned char *va,
+                                                       uint16_t *o, unsigned nch, float gl) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace whi;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned tid = threadIdx.x, wg = tid / 128, w = (tid % 128) / 32, lane = tid % 32;
+  const uint32_t s0 = sm90::smem_u32(smem);
+  for (unsigned x = tid; x < BAR / 4; x += blockDim.x) reinterpret_cast<uint32_t *>(smem)[x] = 0x3c003c00u * ((x & 7) == 0);
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem + BAR), *empty = full + 2;
+  if (tid == 0) {
+    for (unsigned b = 0; b < 2; b++) sm90::mbar_init_count(&full[b], 4), sm90::mbar_init_count(&empty[b], 4);
+    sm90::mbar_init_fence();
+  }
+  sm90::fence_proxy_async();
+  __syncthreads();
+  const uint64_t dQ = sm90::desc_plain(s0 + QB, 128, 256), dK = sm90::desc_plain(s0 + KB, 128, 256);
+  const uint64_t dA = sm90::desc_plain(s0 + AB, 128, 256), dP = sm90::desc_plain(s0 + PG, 128, 256);
+  const uint64_t dS = sm90::desc_plain(s0 + SP, KC, 128), dR = sm90::desc_plain(s0 + RP, KC, 128),
+                 dVd = sm90::desc_plain(s0 + VD, KC, 128), dVn = sm90::desc_plain(s0 + VN, KC, 128);
+  auto in_of = [&](unsigned c) -> uint64_t {
+    sm90::mbar_wait(&full[c & 1], (c >> 1) & 1);
+    return (uint64_t)((c & 1) * (IN >> 4));
+  };
+  auto done_with = [&](unsigned c) {
+    if (tid % 128 == 0) sm90::mbar_arrive(&empty[c & 1]);
+  };
+  float out = 0.0f;
+  if (wg == 0 || wg == 3) { /* the state */
+    const unsigned half = wg == 3;
+    float s[NA];
+#pragma unroll
+    for (unsigned i = 0; i < NA; i++) s[i] = 0.01f * (i + tid);
+    put_plane(s0 + SP, 8 * half + 2 * w, s, lane);
+    sm90::fence_proxy_async();
+    bar_arrive(1, 512);
+    for (unsigned c = 0; c < nch; c++) {
+      const uint64_t ro = in_of(c);
+      bar_sync(2, 512); /* D ready */
+#pragma unroll
+      for (unsigned i = 0; i < NA; i++) s[i] *= gl;
+      sm90::pin(s);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (unsigned kb = 0; kb < 4; kb++) MMA::run(s, ro + dK + (2 * kb + half) * STEP_A, dVn + kb * STEP_B);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(s);
+      done_with(c);
+      bar_arrive(4, 512);
+      bar_sync(3, 384);
+      put_plane(s0 + SP, 8 * half + 2 * w, s, lane);
+      sm90::fence_proxy_async();
+      if (c + 1 < nch) bar_arrive(1, 512);
+    }
+    out = s[0] + s[NA - 1];
+  } else if (wg == 1) { /* the values */
+    float p[NA];
+#pragma unroll
+    for (unsigned i = 0; i < NA; i++) p[i] = 0.0f;
+    for (unsigned c = 0; c < nch; c++) {
+      const uint64_t ro = in_of(c);
+      const uint32_t vb = s0 + (c & 1) * IN + VB;
+      bar_sync(1, 512);
+      sm90::pin(p);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (unsigned kb = 0; kb < 8; kb++) MMA::run(p, ro + dK + kb * STEP_A, dS + kb * STEP_B);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(p);
+      /* R = V - e^G P, V's pair of each accumulator pair from shared memory */
+#pragma unroll
+      for (unsigned i = 0; i < NA; i += 2) {
+        uint32_t v2;
+        const uint32_t a = vb + ((16 * w + (lane >> 2) + 8 * ((i >> 1) & 1)) * 128 + 8 * (i >> 2) + 2 * (lane & 3)) * 2;
+        asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v2) : "r"(a));
+        p[i] = __uint_as_float(v2 << 16) - gl * p[i];
+        p[i + 1] = __uint_as_float(v2 & 0xffff0000u) - gl * p[i + 1];
+      }
+      put_plane(s0 + RP, 2 * w, p, lane);
+      sm90::fence_proxy_async();
+      bar_sync(5, 128);
+      sm90::pin(p);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (unsigned kb = 0; kb < 4; kb++) MMA::run(p, ro + dA + kb * STEP_A, dR + kb * STEP_B);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(p);
+      done_with(c);
+      if (c > 0) bar_sync(4, 512);
+      put_plane(s0 + VD, 2 * w, p, lane); /* D for O */
+#pragma unroll
+      for (unsigned i = 0; i < NA; i++) p[i] *= gl; /* e^(G_L - G) D for the state */
+      put_plane(s0 + VN, 2 * w, p, lane);
+      sm90::fence_proxy_async();
+      bar_arrive(2, 512);
+    }
+    bar_sync(4, 512);
+    out = p[0] + p[1];
+  } else if (wg == 2) { /* the outputs */
+    float a[NA], pq[NA / 2];
+    uint16_t *ob = o + (size_t)blockIdx.x * nch * 64 * 128;
+    for (unsigned c = 0; c < nch; c++) {
+      const uint64_t ro = in_of(c);
+      /* P = Q K^T, masked and decayed, into its plane (off the chain) */
+      if (OV & 1) {
+      sm90::wgmma_fence();
+      mma64_first(pq, ro + dQ, ro + dK);
+#pragma unroll
+      for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_ss<64>::run(pq, ro + dQ + kb * STEP_A, ro + dK + kb * STEP_A);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(pq);
+#pragma unroll
+      for (unsigned i = 0; i < NA / 2; i++) {
+        const unsigned r = 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+        pq[i] = col <= r ? pq[i] * gl : 0.0f; /* the decay e^(G_r - G_col): one multiply for timing */
+      }
+#pragma unroll
+      for (unsigned i = 0; i < NA / 2; i += 2)
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(s0 + PG + (tid % 128) * 64 + 4 * i), "r"(h2(pq[i], pq[i + 1])));
+      sm90::fence_proxy_async();
+      bar_sync(6, 128);
+      }
+      bar_sync(1, 512); /* S ready */
+      sm90::wgmma_fence();
+      mma128_first(a, ro + dQ, dS);
+#pragma unroll
+      for (unsigned kb = 1; kb < 8; kb++) MMA::run(a, ro + dQ + kb * STEP_A, dS + kb * STEP_B);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(a);
+      bar_arrive(3, 384);
+#pragma unroll
+      for (unsigned i = 0; i < NA; i++) a[i] *= gl; /* e^G */
+      bar_sync(2, 512); /* D ready */
+      sm90::pin(a);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (unsigned kb = 0; kb < 4; kb++) MMA::run(a, dP + kb * STEP_A, dVd + kb * STEP_B);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(a);
+      done_with(c);
+      bar_arrive(4, 512);
+      /* O out: a thread's 64 values as 8 16-byte stores */
+      uint16_t *oc = ob + (size_t)c * 64 * 128 + (tid % 128) * 64;
+#pragma unroll
+      for (unsigned i = 0; i < (OV & 2 ? NA : 0); i += 8) {
+        uint4 v;
+        v.x = h2(a[i], a[i + 1]), v.y = h2(a[i + 2], a[i + 3]), v.z = h2(a[i + 4], a[i + 5]), v.w = h2(a[i + 6], a[i + 7]);
+        *reinterpret_cast<uint4 *>(oc + i) = v;
+      }
+    }
+    out = 0.0f; /* O went to global memory */
+  } else if (tid == 512) { /* the loader */
+    const unsigned char *q0 = qk + (size_t)(blockIdx.x / 2) * nch * 2 * 8 * TILE;
+    const unsigned char *v0 = va + (size_t)blockIdx.x * nch * (12 * TILE);
+    for (unsigned c = 0; c < nch; c++) {
+      if (c >= 2) sm90::mbar_wait(&empty[c & 1], ((c >> 1) - 1) & 1);
+      unsigned char *b = smem + (c & 1) * IN;
+      sm90::bulk_copy(b + QB, q0 + (size_t)c * 16 * TILE, 8 * TILE, &full[c & 1]);
+      sm90::bulk_copy(b + KB, q0 + (size_t)c * 16 * TILE + 8 * TILE, 8 * TILE, &full[c & 1]);
+      sm90::bulk_copy(b + VB, v0 + (size_t)c * 12 * TILE, 8 * TILE, &full[c & 1]);
+      sm90::bulk_copy(b + AB, v0 + (size_t)c * 12 * TILE + 8 * TILE, 4 * TILE, &full[c & 1]);
+    }
+  }
+  if (out == 12345.678f) sink[blockIdx.x * 544 + tid] = out;
+#endif
+}
+
+static void run_inputs(float *sink, unsigned nch) {
+  using namespace whi;
+  const unsigned smem = END;
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, inputs_steps<3>));
+  unsigned char *qk, *va;
+  uint16_t *o;
+  const size_t nq = (size_t)132 * nch * 16 * TILE, nvb = (size_t)264 * nch * 12 * TILE, no = (size_t)264 * nch * 64 * 128 * 2;
+  CK(cudaMalloc(&qk, nq));
+  CK(cudaMalloc(&va, nvb));
+  CK(cudaMalloc(&o, no));
+  CK(cudaMemset(qk, 0, nq));
+  CK(cudaMemset(va, 0, nvb));
+  printf("from the inputs (q, k, v, T diag(beta): 56 KiB a chunk, q and k shared by block pairs; O stored): 544 threads, %u bytes of shared memory, %d registers\n",
+         smem, fa.numRegs);
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  void (*kern[4])(float *, const unsigned char *, const unsigned char *, uint16_t *, unsigned, float) = {
+      inputs_steps<0>, inputs_steps<1>, inputs_steps<2>, inputs_steps<3>};
+  const char *what[4] = {"without P and O's stores", "with P, without O's stores", "without P, with O's stores",
+                         "with P and O's stores"};
+  for (unsigned ov = 0; ov < 4; ov++) {
+    CK(cudaFuncSetAttribute(kern[ov], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    printf(" %s\n", what[ov]);
+    for (unsigned grid : {1u, 32u, 64u, 132u, 264u}) {
+      kern[ov]<<<grid, 544, smem>>>(sink, qk, va, o, nch, 0.999f);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      float best = 1e30f, sum = 0.0f;
+      const int reps = 7;
+      for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(a));
+        kern[ov]<<<grid, 544, smem>>>(sink, qk, va, o, nch, 0.999f);
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        best = ms < best ? ms : best;
+        sum += ms;
+      }
+      printf("  grid %3u: %u chunk steps a block, best %.3f ms, mean %.3f ms: %.3f us a step (best)\n", grid, nch,
+             best, sum / reps, best * 1000.0f / nch);
+    }
+  }
+}
+
 template <bool LOADS> static void run_grids(float *sink, const unsigned char *rec, unsigned nch) {
   using namespace wh;
   const unsigned smem = lay<LOADS>::END, threads = LOADS ? 544 : 512;
@@ -256,5 +508,7 @@ int main() {
   CK(cudaMemset(rec, 0, bytes));
   run_grids<false>(sink, rec, nch);
   run_grids<true>(sink, rec, nch);
+  CK(cudaFree(rec));
+  run_inputs(sink, nch);
   return 0;
 }
