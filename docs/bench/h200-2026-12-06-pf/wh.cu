@@ -242,12 +242,22 @@ constexpr unsigned SP = 2 * IN, RP = SP + 16 * KC, VD = RP + 8 * KC, VN = VD + 8
 }  // namespace whi
 
 /* OV: bit 0 the outputs warpgroup forms P = Q K^T and its plane, bit 1 it stores O (both: the step
- * as it would run) */
+ * as it would run); bit 2 the two changes that take the outputs off the chain's cycle: S in two
+ * planes (chunk c's in plane c % 2, so Q S of chunk c gates only the write of chunk c + 2's), and
+ * O staged in shared memory (where P's plane was) and sent by one bulk store a chunk.  Shared
+ * memory with bit 2: R and the decayed D share a plane (R is made after the state has read the
+ * last decayed D), P's plane and O's stage share one. */
 template <unsigned OV>
 __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsigned char *qk, const unsigned char *va,
                                                        uint16_t *o, unsigned nch, float gl) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace whi;
+  constexpr bool FIX = OV & 4;
+  /* with FIX: S0 S1 (two planes), VD, VN (R too), PG (O's stage too: 16 KiB) */
+  constexpr unsigned SP = 2 * IN, SP1 = SP + 16 * KC, RP = FIX ? SP1 + 24 * KC : whi::RP,
+                     VD = FIX ? SP1 + 16 * KC : whi::VD, VN = FIX ? RP : whi::VN, PG = FIX ? VD + 16 * KC : whi::PG,
+                     BAR = FIX ? PG + 8 * KC : whi::BAR;
+  static_assert(!FIX || BAR + 64 <= 232448, "fits a block's shared memory");
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned tid = threadIdx.x, wg = tid / 128, w = (tid % 128) / 32, lane = tid % 32;
   const uint32_t s0 = sm90::smem_u32(smem);
@@ -270,6 +280,14 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
   auto done_with = [&](unsigned c) {
     if (tid % 128 == 0) sm90::mbar_arrive(&empty[c & 1]);
   };
+  /* Barriers.  Without FIX as whole_head_steps.  With FIX each consumer has its own: 1 S ready
+   * for the values (state arrives, 384), 8 / 9 S ready for the outputs by the chunk's parity
+   * (384), 2 D ready for the state (384), 10 / 11 D ready for the outputs by parity (256), 3 / 7
+   * S free by parity (384), 4 D free (512); the parities keep an arrival a chunk ahead off a
+   * barrier whose waiters have not come yet. */
+  const unsigned NS = FIX ? 384 : 512;
+  /* S's plane of chunk c as a B operand */
+  auto s_of = [&](unsigned c) -> uint64_t { return dS + (FIX ? (uint64_t)((c & 1) * ((16 * KC) >> 4)) : 0); };
   float out = 0.0f;
   if (wg == 0 || wg == 3) { /* the state */
     const unsigned half = wg == 3;
@@ -278,10 +296,11 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
     for (unsigned i = 0; i < NA; i++) s[i] = 0.01f * (i + tid);
     put_plane(s0 + SP, 8 * half + 2 * w, s, lane);
     sm90::fence_proxy_async();
-    bar_arrive(1, 512);
+    bar_arrive(1, NS);
+    if (FIX) bar_arrive(8, 384);
     for (unsigned c = 0; c < nch; c++) {
       const uint64_t ro = in_of(c);
-      bar_sync(2, 512); /* D ready */
+      bar_sync(2, NS); /* D ready */
 #pragma unroll
       for (unsigned i = 0; i < NA; i++) s[i] *= gl;
       sm90::pin(s);
@@ -293,11 +312,18 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
       sm90::pin(s);
       done_with(c);
       bar_arrive(4, 512);
-      bar_sync(3, 384);
-      put_plane(s0 + SP, 8 * half + 2 * w, s, lane);
+      /* FIX: Q S of chunk c - 1 read the plane written now; one barrier a plane (3, 7), or the
+       * outputs, a chunk ahead, would arrive twice on one barrier before the state waits */
+      if (!FIX) bar_sync(3, 384);
+      else if (c >= 1) bar_sync((c - 1) & 1 ? 7 : 3, 384);
+      put_plane(s0 + SP + (FIX ? ((c + 1) & 1) * 16 * KC : 0), 8 * half + 2 * w, s, lane);
       sm90::fence_proxy_async();
-      if (c + 1 < nch) bar_arrive(1, 512);
+      if (c + 1 < nch) {
+        bar_arrive(1, NS);
+        if (FIX) bar_arrive(8 + ((c + 1) & 1), 384);
+      }
     }
+    if (FIX) bar_sync((nch - 1) & 1 ? 7 : 3, 384);
     out = s[0] + s[NA - 1];
   } else if (wg == 1) { /* the values */
     float p[NA];
@@ -306,11 +332,11 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
     for (unsigned c = 0; c < nch; c++) {
       const uint64_t ro = in_of(c);
       const uint32_t vb = s0 + (c & 1) * IN + VB;
-      bar_sync(1, 512);
+      bar_sync(1, NS);
       sm90::pin(p);
       sm90::wgmma_fence();
 #pragma unroll
-      for (unsigned kb = 0; kb < 8; kb++) MMA::run(p, ro + dK + kb * STEP_A, dS + kb * STEP_B);
+      for (unsigned kb = 0; kb < 8; kb++) MMA::run(p, ro + dK + kb * STEP_A, s_of(c) + kb * STEP_B);
       sm90::wgmma_commit();
       sm90::wgmma_wait0();
       sm90::pin(p);
@@ -340,7 +366,8 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
       for (unsigned i = 0; i < NA; i++) p[i] *= gl; /* e^(G_L - G) D for the state */
       put_plane(s0 + VN, 2 * w, p, lane);
       sm90::fence_proxy_async();
-      bar_arrive(2, 512);
+      bar_arrive(2, NS);
+      if (FIX) bar_arrive(10 + (c & 1), 256);
     }
     bar_sync(4, 512);
     out = p[0] + p[1];
@@ -349,6 +376,10 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
     uint16_t *ob = o + (size_t)blockIdx.x * nch * 64 * 128;
     for (unsigned c = 0; c < nch; c++) {
       const uint64_t ro = in_of(c);
+      if (FIX && (OV & 2)) { /* O's stage (P's plane) read by the last bulk store */
+        if (tid % 128 == 0) sm90::bulk_wait_read();
+        bar_sync(6, 128);
+      }
       /* P = Q K^T, masked and decayed, into its plane (off the chain) */
       if (OV & 1) {
       sm90::wgmma_fence();
@@ -369,18 +400,24 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
       sm90::fence_proxy_async();
       bar_sync(6, 128);
       }
-      bar_sync(1, 512); /* S ready */
+      if (FIX)
+        bar_sync(8 + (c & 1), 384); /* S ready */
+      else
+        bar_sync(1, 512);
       sm90::wgmma_fence();
-      mma128_first(a, ro + dQ, dS);
+      mma128_first(a, ro + dQ, s_of(c));
 #pragma unroll
-      for (unsigned kb = 1; kb < 8; kb++) MMA::run(a, ro + dQ + kb * STEP_A, dS + kb * STEP_B);
+      for (unsigned kb = 1; kb < 8; kb++) MMA::run(a, ro + dQ + kb * STEP_A, s_of(c) + kb * STEP_B);
       sm90::wgmma_commit();
       sm90::wgmma_wait0();
       sm90::pin(a);
-      bar_arrive(3, 384);
+      bar_arrive(FIX && (c & 1) ? 7 : 3, 384); /* S free */
 #pragma unroll
       for (unsigned i = 0; i < NA; i++) a[i] *= gl; /* e^G */
-      bar_sync(2, 512); /* D ready */
+      if (FIX)
+        bar_sync(10 + (c & 1), 256); /* D ready */
+      else
+        bar_sync(2, 512);
       sm90::pin(a);
       sm90::wgmma_fence();
 #pragma unroll
@@ -390,15 +427,28 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
       sm90::pin(a);
       done_with(c);
       bar_arrive(4, 512);
-      /* O out: a thread's 64 values as 8 16-byte stores */
+      /* O out: a thread's 64 values as 8 16-byte stores (FIX: into the stage, then one bulk store) */
       uint16_t *oc = ob + (size_t)c * 64 * 128 + (tid % 128) * 64;
+      unsigned char *stage = smem + PG + (tid % 128) * 128;
 #pragma unroll
       for (unsigned i = 0; i < (OV & 2 ? NA : 0); i += 8) {
         uint4 v;
         v.x = h2(a[i], a[i + 1]), v.y = h2(a[i + 2], a[i + 3]), v.z = h2(a[i + 4], a[i + 5]), v.w = h2(a[i + 6], a[i + 7]);
-        *reinterpret_cast<uint4 *>(oc + i) = v;
+        if (FIX)
+          *reinterpret_cast<uint4 *>(stage + 2 * i) = v;
+        else
+          *reinterpret_cast<uint4 *>(oc + i) = v;
+      }
+      if (FIX && (OV & 2)) {
+        sm90::fence_proxy_async();
+        bar_sync(6, 128);
+        if (tid % 128 == 0) {
+          sm90::bulk_store(ob + (size_t)c * 64 * 128, smem + PG, 64 * 128 * 2);
+          sm90::bulk_commit();
+        }
       }
     }
+    if (FIX && (OV & 2) && tid % 128 == 0) sm90::bulk_wait_read();
     out = 0.0f; /* O went to global memory */
   } else if (tid == 512) { /* the loader */
     const unsigned char *q0 = qk + (size_t)(blockIdx.x / 2) * nch * 2 * 8 * TILE;
@@ -434,11 +484,13 @@ static void run_inputs(float *sink, unsigned nch) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  void (*kern[4])(float *, const unsigned char *, const unsigned char *, uint16_t *, unsigned, float) = {
-      inputs_steps<0>, inputs_steps<1>, inputs_steps<2>, inputs_steps<3>};
-  const char *what[4] = {"without P and O's stores", "with P, without O's stores", "without P, with O's stores",
-                         "with P and O's stores"};
-  for (unsigned ov = 0; ov < 4; ov++) {
+  void (*kern[5])(float *, const unsigned char *, const unsigned char *, uint16_t *, unsigned, float) = {
+      inputs_steps<0>, inputs_steps<1>, inputs_steps<2>, inputs_steps<3>, inputs_steps<7>};
+  const char *what[5] = {"without P and O's stores", "with P, without O's stores", "without P, with O's stores",
+                         "with P and O's stores", "with P and O's stores, S in two planes, O by a bulk store"};
+  const unsigned smem_of[5] = {smem, smem, smem, smem, 229440};
+  for (unsigned ov = 0; ov < 5; ov++) {
+    const unsigned smem = smem_of[ov];
     CK(cudaFuncSetAttribute(kern[ov], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     printf(" %s\n", what[ov]);
     for (unsigned grid : {1u, 32u, 64u, 132u, 264u}) {
@@ -499,6 +551,7 @@ template <bool LOADS> static void run_grids(float *sink, const unsigned char *re
 }
 
 int main() {
+  setvbuf(stdout, NULL, _IONBF, 0); /* what ran survives a timeout */
   const unsigned nch = 256;
   float *sink;
   CK(cudaMalloc(&sink, 1024 * 544 * sizeof(float)));
