@@ -71,6 +71,18 @@ __device__ __forceinline__ void put_plane(uint32_t plane, unsigned kc, const flo
     sm90::stmatrix_x4_trans(plane + off, h[0], h[1], h[2], h[3]);
   }
 }
+/* the same for the 32 accumulators of an m64n64 product (P's plane): 8-row k chunks of 1 KiB */
+__device__ __forceinline__ void put_plane64(uint32_t plane, unsigned kc, const float (&acc)[NA / 2], unsigned lane) {
+  const unsigned i = lane >> 3, j = lane & 7u;
+#pragma unroll
+  for (unsigned nt = 0; nt < NA / 8; nt += 2) {
+    uint32_t h[4];
+#pragma unroll
+    for (unsigned m = 0; m < 4; m++) h[m] = h2(acc[4 * nt + 2 * m], acc[4 * nt + 2 * m + 1]);
+    const uint32_t off = (kc + (i & 1u)) * 1024u + (nt + (i >> 1)) * 128u + j * 16u;
+    sm90::stmatrix_x4_trans(plane + off, h[0], h[1], h[2], h[3]);
+  }
+}
 using MMA = sm90::wgmma_ss_f16<N>;
 /* the same on m64n64k16 with bf16 operands (P = Q K^T's first k step) */
 __device__ __forceinline__ void mma64_first(float (&d)[32], uint64_t da, uint64_t db) {
@@ -242,7 +254,8 @@ constexpr unsigned SP = 2 * IN, RP = SP + 16 * KC, VD = RP + 8 * KC, VN = VD + 8
 }  // namespace whi
 
 /* OV: bit 0 the outputs warpgroup forms P = Q K^T and its plane, bit 1 it stores O (both: the step
- * as it would run); bit 2 the two changes that take the outputs off the chain's cycle: S in two
+ * as it would run); bit 3 P's plane and O's stage written by stmatrix as put_plane writes (free of
+ * bank conflicts; the layout is the B planes', so only the cost is real); bit 2 the two changes that take the outputs off the chain's cycle: S in two
  * planes (chunk c's in plane c % 2, so Q S of chunk c gates only the write of chunk c + 2's), and
  * O staged in shared memory (where P's plane was) and sent by one bulk store a chunk.  Shared
  * memory with bit 2: R and the decayed D share a plane (R is made after the state has read the
@@ -394,9 +407,12 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
         const unsigned r = 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
         pq[i] = col <= r ? pq[i] * gl : 0.0f; /* the decay e^(G_r - G_col): one multiply for timing */
       }
+      if (OV & 8)
+        put_plane64(s0 + PG, 2 * w, pq, lane);
+      else
 #pragma unroll
-      for (unsigned i = 0; i < NA / 2; i += 2)
-        asm volatile("st.shared.b32 [%0], %1;" ::"r"(s0 + PG + (tid % 128) * 64 + 4 * i), "r"(h2(pq[i], pq[i + 1])));
+        for (unsigned i = 0; i < NA / 2; i += 2)
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(s0 + PG + (tid % 128) * 64 + 4 * i), "r"(h2(pq[i], pq[i + 1])));
       sm90::fence_proxy_async();
       bar_sync(6, 128);
       }
@@ -430,8 +446,9 @@ __global__ void __launch_bounds__(544, 1) inputs_steps(float *sink, const unsign
       /* O out: a thread's 64 values as 8 16-byte stores (FIX: into the stage, then one bulk store) */
       uint16_t *oc = ob + (size_t)c * 64 * 128 + (tid % 128) * 64;
       unsigned char *stage = smem + PG + (tid % 128) * 128;
+      if ((OV & 8) && (OV & 2)) put_plane(s0 + PG, 2 * w, a, lane);
 #pragma unroll
-      for (unsigned i = 0; i < (OV & 2 ? NA : 0); i += 8) {
+      for (unsigned i = 0; i < (OV & 2 && !(OV & 8) ? NA : 0); i += 8) {
         uint4 v;
         v.x = h2(a[i], a[i + 1]), v.y = h2(a[i + 2], a[i + 3]), v.z = h2(a[i + 4], a[i + 5]), v.w = h2(a[i + 6], a[i + 7]);
         if (FIX)
@@ -484,12 +501,13 @@ static void run_inputs(float *sink, unsigned nch) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  void (*kern[5])(float *, const unsigned char *, const unsigned char *, uint16_t *, unsigned, float) = {
-      inputs_steps<0>, inputs_steps<1>, inputs_steps<2>, inputs_steps<3>, inputs_steps<7>};
-  const char *what[5] = {"without P and O's stores", "with P, without O's stores", "without P, with O's stores",
-                         "with P and O's stores", "with P and O's stores, S in two planes, O by a bulk store"};
-  const unsigned smem_of[5] = {smem, smem, smem, smem, 229440};
-  for (unsigned ov = 0; ov < 5; ov++) {
+  void (*kern[6])(float *, const unsigned char *, const unsigned char *, uint16_t *, unsigned, float) = {
+      inputs_steps<0>, inputs_steps<1>, inputs_steps<2>, inputs_steps<3>, inputs_steps<7>, inputs_steps<15>};
+  const char *what[6] = {"without P and O's stores", "with P, without O's stores", "without P, with O's stores",
+                         "with P and O's stores", "with P and O's stores, S in two planes, O by a bulk store",
+                         "the same, P's plane and O's stage by stmatrix"};
+  const unsigned smem_of[6] = {smem, smem, smem, smem, 229440, 229440};
+  for (unsigned ov = 0; ov < 6; ov++) {
     const unsigned smem = smem_of[ov];
     CK(cudaFuncSetAttribute(kern[ov], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     printf(" %s\n", what[ov]);
