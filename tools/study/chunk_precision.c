@@ -239,7 +239,8 @@ static void chunk_steps(scheme s, const inputs *in, int t_begin, int t_end, floa
       for (int x = 0; x < DK * DV; x++) big = fmaxf(big, fabsf(S[x]));
       /* at most 2^100 up: a transition's run (v = 0) decays towards f32's smallest values,
        * where 2^(-ilogb - 1) would overflow (the kernel's rescale clamps its exponent too) */
-      if (big > 0.0f) scale = ldexpf(1.0f, -ilogbf(big) - 1 < 100 ? -ilogbf(big) - 1 : 100);
+      const int up = big > 0.0f ? -ilogbf(big) - 1 : 0;
+      scale = ldexpf(1.0f, up < 100 ? up : 100);
       for (int x = 0; x < DK * DV; x++) S[x] *= scale;
     }
     for (int i = 0; i < L; i++) G[i] = (i ? G[i - 1] : 0.0f) + g[i];
@@ -266,25 +267,27 @@ static void chunk_steps(scheme s, const inputs *in, int t_begin, int t_end, floa
       for (int p = 0; p < DV; p++) Vb[j * DV + p] = beta[j] * (v[j * DV + p] * scale);
       for (int p = 0; p < DK; p++) KdT[p * L + j] = expf(G[L - 1] - G[j]) * k[j * DK + p];
     }
-    matmul(s, W, T, L, Kb, DK, L, DK, L, 0);
-    matmul(s == FP16SU ? SPLIT3 : s, U, T, L, Vb, DV, L, DV, L, 0);
-    if (s == FP16SR) { /* U rounded to fp16 as a record would hold it, scaled exactly */
-      float mu = 0.0f;
-      for (int x = 0; x < L * DV; x++) mu = fmaxf(mu, fabsf(U[x]));
-      const float su = mu > 0.0f ? ldexpf(1.0f, 14 - ilogbf(mu)) : 1.0f;
-      for (int x = 0; x < L * DV; x++) U[x] = rnd_fp16(U[x] * su) / su;
-    }
     for (int i = 0; i < L; i++)
       for (int j = 0; j < L; j++) M[i * L + j] = j <= i ? expf(G[i] - G[j]) * QK[i * L + j] : 0.0f;
     if (from_state) { /* R = V - diag(e^G) K S0, D = (T diag(beta)) R */
       matmul(s, R, k, DK, S, DV, L, DV, DK, 0);
-      for (int j = 0; j < L; j++)
-        for (int p = 0; p < DV; p++) R[j * DV + p] = v[j * DV + p] * scale - expf(G[j]) * R[j * DV + p];
+      for (int j = 0; j < L; j++) {
+        const float e = expf(G[j]);
+        for (int p = 0; p < DV; p++) R[j * DV + p] = v[j * DV + p] * scale - e * R[j * DV + p];
+      }
       for (int i = 0; i < L; i++)
         for (int j = 0; j < L; j++) Tb[i * L + j] = T[i * L + j] * beta[j];
       matmul(s, D, Tb, L, R, DV, L, DV, L, 0);
-    } else {
-      matmul(s, D, W, DK, S, DV, L, DV, DK, 0); /* D = U - W S0 */
+    } else { /* W = T diag(beta e^G) K, U = T diag(beta) V, D = U - W S0 */
+      matmul(s, W, T, L, Kb, DK, L, DK, L, 0);
+      matmul(s == FP16SU ? SPLIT3 : s, U, T, L, Vb, DV, L, DV, L, 0);
+      if (s == FP16SR) { /* U rounded to fp16 as a record would hold it, scaled exactly */
+        float mu = 0.0f;
+        for (int x = 0; x < L * DV; x++) mu = fmaxf(mu, fabsf(U[x]));
+        const float su = mu > 0.0f ? ldexpf(1.0f, 14 - ilogbf(mu)) : 1.0f;
+        for (int x = 0; x < L * DV; x++) U[x] = rnd_fp16(U[x] * su) / su;
+      }
+      matmul(s, D, W, DK, S, DV, L, DV, DK, 0);
       for (int x = 0; x < L * DV; x++) D[x] = U[x] - D[x];
     }
     matmul(s, O, Qs, DK, S, DV, L, DV, DK, 0);
