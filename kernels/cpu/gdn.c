@@ -306,3 +306,35 @@ metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep_vh(const gpu_arg *args)
   for (size_t i = 0; i < n; i++) rec[i] = metrale_f16_to_f32(vh[i]);
   return METRALE_OK;
 }
+
+/* delta_rule_prefill_chunked_wh and its phase 0: the f16 kernel's op on v = vh with one phase
+ * each, for dk = dv = 128.  Their records on the cpu are those of _prep_vh (v widened from vh). */
+static metrale_status wh_checks(const char *kernel, const gpu_arg *args, uint32_t phase) {
+  const uint32_t dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
+  if (cpu_arg_u(args, 13) != phase)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only %u)", kernel, cpu_arg_u(args, 13), phase);
+  if (dk != 128 || dv != 128)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u, dv = %u (only 128)", kernel, dk, dv);
+  return check_heads(kernel, cpu_arg_u(args, 9), cpu_arg_u(args, 10));
+}
+
+metrale_status cpu_k_delta_rule_prefill_chunked_wh_prep(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh_prep", args, 0));
+  if ((uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh_prep: needs a 16-byte aligned vh");
+  const size_t n = tokens_of(args) * cpu_arg_u(args, 10) * cpu_arg_u(args, 12);
+  const uint16_t *vh = cpu_arg_p(args, 14);
+  float *rec = cpu_arg_p(args, 7);
+  for (size_t i = 0; i < n; i++) rec[i] = metrale_f16_to_f32(vh[i]);
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_delta_rule_prefill_chunked_wh(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh", args, 1));
+  if ((uintptr_t)cpu_arg_p(args, 0) % 16u != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh: needs a 16-byte aligned o");
+  const uint32_t nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
+  return prefill_v(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 7), (size_t)nv * dv, cpu_arg_p(args, 2),
+                   cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_p(args, 6),
+                   cpu_arg_u(args, 8), nk, nv, dk, dv);
+}

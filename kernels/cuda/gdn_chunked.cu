@@ -491,6 +491,53 @@ __device__ __forceinline__ int shift_into(float mx, int lo) {
 }
 }  // namespace f16
 
+/* T = (I + A)^-1 of the strictly lower A in As (stride kLdA) into Xs, in 16x16 blocks (T_ii,
+ * T_ij for i > j; block rows and columns of 16 tokens), f32 throughout.  First the four
+ * diagonal blocks at once, T_ii = (I + A_ii)^-1 by forward substitution (16 dependent rows, not
+ * 64); then the blocks below them, T_ij = -T_ii P_ij with P_ij = sum_{j <= k < i} A_ik T_kj, in
+ * three rounds by distance i - j (see tri_unit; the terms of P_20, P_31 and P_30 whose T_kj is
+ * ready early are summed a round ahead by warps that would idle).  The diagonal blocks are
+ * exact lower triangles (zero above their diagonal); above the diagonal blocks Xs holds the
+ * P_ij, not T.  Ends with a barrier. */
+__device__ __forceinline__ void invert_unit_lower(const float *As, float *Xs, const lane_ids &l) {
+  const unsigned lane = l.tid & 31;
+  if (l.tid < kCh) {
+    const unsigned o = l.tid & ~15u, c = l.tid & 15u;
+    float x[16];
+#pragma unroll
+    for (unsigned i = 0; i < 16; i++) {
+      const float *Ai = As + (o + i) * kLdA + o;
+      float s0 = i == c ? 1.0f : 0.0f, s1 = 0.0f;
+#pragma unroll
+      for (unsigned j4 = 0; j4 < i; j4 += 4) {
+        const float4 a = *reinterpret_cast<const float4 *>(Ai + j4);
+        s0 = fmaf(-a.x, x[j4], s0);
+        if (j4 + 1 < i) s1 = fmaf(-a.y, x[j4 + 1], s1);
+        if (j4 + 2 < i) s0 = fmaf(-a.z, x[j4 + 2], s0);
+        if (j4 + 3 < i) s1 = fmaf(-a.w, x[j4 + 3], s1);
+      }
+      x[i] = s0 + s1;
+    }
+#pragma unroll
+    for (unsigned i = 0; i < 16; i++) Xs[(o + i) * kLdA + o + c] = x[i];
+  }
+  __syncthreads();
+  if (l.w == 0) tri_unit(As, Xs, 1, 0, 0, 1, false, true, lane);
+  if (l.w == 1) tri_unit(As, Xs, 2, 1, 1, 2, false, true, lane);
+  if (l.w == 2) tri_unit(As, Xs, 3, 2, 2, 3, false, true, lane);
+  if (l.w == 3) {
+    tri_unit(As, Xs, 2, 0, 0, 1, false, false, lane); /* A_20 T_00 */
+    tri_unit(As, Xs, 3, 1, 1, 2, false, false, lane); /* A_31 T_11 */
+  }
+  __syncthreads();
+  if (l.w == 0) tri_unit(As, Xs, 2, 0, 1, 2, true, true, lane);   /* + A_21 T_10 */
+  if (l.w == 1) tri_unit(As, Xs, 3, 1, 2, 3, true, true, lane);   /* + A_32 T_21 */
+  if (l.w == 2) tri_unit(As, Xs, 3, 0, 0, 2, false, false, lane); /* A_30 T_00 + A_31 T_10 */
+  __syncthreads();
+  if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
+  __syncthreads();
+}
+
 /* Phase 0 of one (chunk, value head): the record.  F16: the fp16 core's record; VH (with F16):
  * V from vh IEEE half [T, nv*dv] instead of qkv's value columns. */
 template <bool F16 = false, bool VH = false>
@@ -685,48 +732,9 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   float4 slab[8];
   load_slab<VH>(slab, 0, sb, L, p, l.tid);
 
-  /* T = (I + A)^-1 in 16x16 blocks (T_ii, T_ij for i > j; block rows and columns of 16
-   * tokens), f32 throughout.  First the four diagonal blocks at once, T_ii = (I + A_ii)^-1
-   * by forward substitution (16 dependent rows, not 64); then the blocks below them,
-   * T_ij = -T_ii P_ij with P_ij = sum_{j <= k < i} A_ik T_kj, in three rounds by distance
-   * i - j (see tri_unit; the terms of P_20, P_31 and P_30 whose T_kj is ready early are
-   * summed a round ahead by warps that would idle).  T above the diagonal blocks is never
-   * read (W's and U's k steps stop at the diagonal); its place holds the P_ij. */
-  if (l.tid < kCh) {
-    const unsigned o = l.tid & ~15u, c = l.tid & 15u;
-    float x[16];
-#pragma unroll
-    for (unsigned i = 0; i < 16; i++) {
-      const float *Ai = As + (o + i) * kLdA + o;
-      float s0 = i == c ? 1.0f : 0.0f, s1 = 0.0f;
-#pragma unroll
-      for (unsigned j4 = 0; j4 < i; j4 += 4) {
-        const float4 a = *reinterpret_cast<const float4 *>(Ai + j4);
-        s0 = fmaf(-a.x, x[j4], s0);
-        if (j4 + 1 < i) s1 = fmaf(-a.y, x[j4 + 1], s1);
-        if (j4 + 2 < i) s0 = fmaf(-a.z, x[j4 + 2], s0);
-        if (j4 + 3 < i) s1 = fmaf(-a.w, x[j4 + 3], s1);
-      }
-      x[i] = s0 + s1;
-    }
-#pragma unroll
-    for (unsigned i = 0; i < 16; i++) Xs[(o + i) * kLdA + o + c] = x[i];
-  }
-  __syncthreads();
-  if (l.w == 0) tri_unit(As, Xs, 1, 0, 0, 1, false, true, lane);
-  if (l.w == 1) tri_unit(As, Xs, 2, 1, 1, 2, false, true, lane);
-  if (l.w == 2) tri_unit(As, Xs, 3, 2, 2, 3, false, true, lane);
-  if (l.w == 3) {
-    tri_unit(As, Xs, 2, 0, 0, 1, false, false, lane); /* A_20 T_00 */
-    tri_unit(As, Xs, 3, 1, 1, 2, false, false, lane); /* A_31 T_11 */
-  }
-  __syncthreads();
-  if (l.w == 0) tri_unit(As, Xs, 2, 0, 1, 2, true, true, lane);   /* + A_21 T_10 */
-  if (l.w == 1) tri_unit(As, Xs, 3, 1, 2, 3, true, true, lane);   /* + A_32 T_21 */
-  if (l.w == 2) tri_unit(As, Xs, 3, 0, 0, 2, false, false, lane); /* A_30 T_00 + A_31 T_10 */
-  __syncthreads();
-  if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
-  __syncthreads();
+  /* T = (I + A)^-1 (T above the diagonal blocks is never read: W's and U's k steps stop at
+   * the diagonal) */
+  invert_unit_lower(As, Xs, l);
   if constexpr (F16) {
     /* T in fp16, once for all the slabs, as the A fragments of mma m16n8k16 for the (row
      * tile R, k step k) pairs on and below the diagonal (k <= R): fragment f = 4 R + k, lane ln
@@ -1181,6 +1189,7 @@ __device__ __forceinline__ void chunked_body(float *sm, bf16 *o, const float *qk
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "gdn_chunked_wg.cuh"
 #include "gdn_chunked_wg16.cuh"
+#include "gdn_chunked_wh.cuh"
 #endif
 }  // namespace
 
@@ -1294,6 +1303,42 @@ delta_rule_prefill_chunked_f16_prep_vh(bf16 *o, const float *qkv, const float *g
   prep_chunk<true, true>(reinterpret_cast<float *>(smem_f16v), qkv, g, beta, cu_seqlens, ws, p, vh);
 }
 MK_CHECK(delta_rule_prefill_chunked_f16_prep_vh, gdn_chunked);
+
+/* The whole-head kernel (gdn_chunked_wh.cuh): phase 0 here, phase 1 by
+ * delta_rule_prefill_chunked_wh, whose blocks are 512 threads. */
+static_assert(mk_block("delta_rule_prefill_chunked_wh_prep") == kBlock &&
+                  mk_shared("delta_rule_prefill_chunked_wh_prep") == (5 * kCh + kCh * kLdS) * 4 &&
+                  5 * kCh + 2 * kCh * kLdA <= 5 * kCh + kCh * kLdS,
+              "kernels.def: one warpgroup a block; K staged, then A and T where K was");
+extern "C" __global__ void __launch_bounds__(kBlock, 3)
+delta_rule_prefill_chunked_wh_prep(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
+                                   const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
+                                   unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh) {
+  (void)o, (void)state, (void)slots;
+  extern __shared__ __align__(128) unsigned char smem_whp[];
+  shape p;
+  if (phase != 0 || dk != kDk || dv != kDv || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv))
+    return;
+  wh_prep(reinterpret_cast<float *>(smem_whp), qkv, g, beta, cu_seqlens, reinterpret_cast<unsigned char *>(ws), p,
+          vh);
+}
+MK_CHECK(delta_rule_prefill_chunked_wh_prep, gdn_chunked);
+
+static_assert(mk_block("delta_rule_prefill_chunked_wh") == 512 && mk_shared("delta_rule_prefill_chunked_wh") == wh::END,
+              "kernels.def: four warpgroups; the stages, planes and barriers");
+extern "C" __global__ void __launch_bounds__(512, 1)
+delta_rule_prefill_chunked_wh(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
+                              const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
+                              unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh) {
+  (void)qkv, (void)g, (void)beta, (void)vh;
+  extern __shared__ __align__(128) unsigned char smem_wh[];
+  shape p;
+  if (phase != 1 || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
+      gridDim.x != s * nv)
+    return;
+  wh_scan(smem_wh, o, state, cu_seqlens, slots, reinterpret_cast<const unsigned char *>(ws), p);
+}
+MK_CHECK(delta_rule_prefill_chunked_wh, gdn_chunked);
 #endif
 
 #else /* AMD (the HIP build): the portable form */

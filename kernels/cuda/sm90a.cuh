@@ -132,6 +132,28 @@ MK_WGMMA_SS(256, MK_ACC_128, MK_ACC_OPS_128, 128, 129)
 MK_WGMMA_SS_T(wgmma_ss_f16, "f16", 32, MK_ACC_16, MK_ACC_OPS_16, 16, 17)
 MK_WGMMA_SS_T(wgmma_ss_f16, "f16", 128, MK_ACC_64, MK_ACC_OPS_64, 64, 65) /* 64-row ws tiles */
 MK_WGMMA_SS_T(wgmma_ss_f16, "f16", 256, MK_ACC_128, MK_ACC_OPS_128, 128, 129)
+/* IEEE half operands with the A operand's layout and the accumulate chosen per call: first()
+ * ignores d's old values (scale-d 0: a product's first k step, so d need not be cleared),
+ * the _ta forms read A MN-major (transposed: its 16-byte rows run along m) */
+template <unsigned N> struct wgmma_f16x;
+#define MK_WGMMA_F16X_ONE(FN, N, ACC, OPS, DA, DB, SCALE_D, TA)                                \
+  static __device__ __forceinline__ void FN(float (&d)[N / 2], uint64_t da, uint64_t db) {     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " #SCALE_D ", 0;\n"                        \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" ACC "}, %" #DA     \
+                 ", %" #DB ", p, 1, 1, " #TA ", 0;\n}\n"                                       \
+                 : OPS(d)                                                                      \
+                 : "l"(da), "l"(db));                                                          \
+  }
+#define MK_WGMMA_F16X(N, ACC, OPS, DA, DB)                                                     \
+  template <> struct wgmma_f16x<N> {                                                           \
+    MK_WGMMA_F16X_ONE(run, N, ACC, OPS, DA, DB, 1, 0)                                          \
+    MK_WGMMA_F16X_ONE(first, N, ACC, OPS, DA, DB, 0, 0)                                        \
+    MK_WGMMA_F16X_ONE(run_ta, N, ACC, OPS, DA, DB, 1, 1)                                       \
+  };
+MK_WGMMA_F16X(64, MK_ACC_32, MK_ACC_OPS_32, 32, 33)
+MK_WGMMA_F16X(128, MK_ACC_64, MK_ACC_OPS_64, 64, 65)
+#undef MK_WGMMA_F16X
+#undef MK_WGMMA_F16X_ONE
 MK_WGMMA_RS(128, MK_ACC_64, MK_ACC_OPS_64, 64, 65, 66, 67, 68)
 MK_WGMMA_RS(192, MK_ACC_96, MK_ACC_OPS_96, 96, 97, 98, 99, 100)
 MK_WGMMA_RS(256, MK_ACC_128, MK_ACC_OPS_128, 128, 129, 130, 131, 132)
@@ -164,6 +186,35 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, ui
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
                "r"(r0), "r"(r1), "r"(r2), "r"(r3)
                : "memory");
+}
+
+/* The same four matrices stored as they are (not transposed): matrix i's row j (the
+ * fragment's row j) to the address from lane 8 i + j. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+/* ---- named barriers ------------------------------------------------------------------ */
+
+/* Barrier id (1..15; 0 is __syncthreads) of n threads (a multiple of 32): bar_sync waits for
+ * all n, bar_arrive counts this warp without waiting (a producer's signal), bar_any waits and
+ * says whether any participating thread's x was true.  Each orders the shared-memory writes
+ * before it for the threads that wait. */
+__device__ __forceinline__ void bar_sync(unsigned id, unsigned n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned id, unsigned n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ bool bar_any(unsigned id, unsigned n, bool x) {
+  uint32_t r;
+  asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, %2, %3, q;\nselp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(r)
+               : "r"((uint32_t)x), "r"(id), "r"(n)
+               : "memory");
+  return r != 0;
 }
 
 /* ---- bulk copies completed on an mbarrier ------------------------------------------- */

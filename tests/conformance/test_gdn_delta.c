@@ -125,7 +125,8 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
   /* _prep_vh: v from vh in IEEE half (the reference takes the halves' values) and qkv's value
    * columns NaN, which the kernel must not read */
-  const int vhalf = id == METRALE_K_delta_rule_prefill_chunked_f16_prep_vh;
+  const int vhalf =
+      id == METRALE_K_delta_rule_prefill_chunked_f16_prep_vh || id == METRALE_K_delta_rule_prefill_chunked_wh_prep;
   const size_t qk = 2 * (size_t)h->nk * h->dk, nvdv = (size_t)h->nv * h->dv;
   uint16_t *vh = vhalf ? cf_alloc(t * nvdv, 2) : NULL;
   float *qkv_dev = vhalf ? cf_alloc(t * c, sizeof(float)) : qkv;
@@ -145,8 +146,10 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   cf_launch l;
   cf_launch_init(&l, id, (gpu_dim3){nseq * h->nv, 1, 1});
   double tol_state = !chunked                                       ? CF_TOL_F32
-                     : id1 == METRALE_K_delta_rule_prefill_chunked_f16 ? TOL_STATE_CHUNKED_F16
-                                                                       : TOL_STATE_CHUNKED;
+                     : id1 == METRALE_K_delta_rule_prefill_chunked_f16 ||
+                               id1 == METRALE_K_delta_rule_prefill_chunked_wh
+                         ? TOL_STATE_CHUNKED_F16
+                         : TOL_STATE_CHUNKED;
   int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, no, NULL, CF_TOL_BF16);
   int bq = cf_buf_add(&l, "qkv", CF_F32, CF_IN, t * c, qkv_dev, 0);
   int bg = cf_buf_add(&l, "g", CF_F32, CF_IN, ng, g, 0);
@@ -180,8 +183,8 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   cf_arg_u32(&l, h->dk);
   cf_arg_u32(&l, h->dv);
   if (chunked) cf_arg_u32(&l, 0); /* phase: set per launch */
-  if (vhalf) { /* after the phase: phase 1's kernel takes the arguments before it */
-    l.phase_nargs[1] = l.nargs;
+  if (vhalf) { /* after the phase: the f16 kernel's phase 1 takes the arguments before it, _wh all */
+    if (id1 == METRALE_K_delta_rule_prefill_chunked_f16) l.phase_nargs[1] = l.nargs;
     cf_arg_buf(&l, cf_buf_add(&l, "vh", CF_F16, CF_IN, t * nvdv, vh, 0));
   }
   if (cf_run(ctx, &l, kern)) {
@@ -380,4 +383,73 @@ Test(gdn, delta_rule_prefill_chunked_f16_prep_vh) {
     metrale_status_free(st);
   }
   cf_close(&ctx);
+}
+
+/* delta_rule_prefill_chunked_wh (a whole value head a phase-1 block, grid.x = S*nv) after its
+ * phase 0, delta_rule_prefill_chunked_wh_prep, on v in IEEE half (qkv's value columns NaN):
+ * dk = dv = 128 only, so the head shapes are its own (one, two and four value heads a key head
+ * of two); the sequences of the chunked cases; and the fp16 build's range cases (v and the
+ * states at 2^15 and 2^-20, v jumping 2^15-fold at token 100, v growing and shrinking 16-fold
+ * a chunk), which exercise the block's exponent: chosen from S after each chunk, lowered where
+ * R or D reaches 2^15.  Then the launches its contract refuses. */
+Test(gdn, delta_rule_prefill_chunked_wh) {
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_wh_prep);
+  static const heads hs[] = {{1, 1, 128, 128}, {1, 2, 128, 128}, {2, 4, 128, 128}};
+  static const int32_t lens_a[] = {0, 1, 63, 64, 65, 200}, lens_b[] = {130}, lens_c[] = {1, 2, 1},
+                       lens_d[] = {128, 0, 191};
+  static const struct {
+    const int32_t *lens;
+    uint32_t n;
+  } cases[] = {{lens_a, 6}, {lens_b, 1}, {lens_c, 3}, {lens_d, 3}};
+  static const struct {
+    float range;
+    uint32_t from;
+    float ramp;
+  } ranges[] = {{1.0f, 0, 0.0f}, {32768.0f, 0, 0.0f}, {0x1p-20f, 0, 0.0f}, {32768.0f, 100, 0.0f},
+                {1.0f, 0, 4.0f}, {1.0f, 0, -4.0f}};
+  for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+    v_range = ranges[ri].range;
+    v_from = ranges[ri].from;
+    v_ramp = ranges[ri].ramp;
+    for (size_t hi = 0; hi < sizeof hs / sizeof hs[0]; hi++)
+      for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        if (ri > 0 && (hi > 0 || ci > 1)) continue; /* the range cases on one head, two sequence sets */
+        int32_t cu[8] = {0};
+        for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
+        snprintf(ctx.shape, sizeof ctx.shape, "wh range=%g from=%u ramp=%g S=%u T=%d nk=%u nv=%u", ranges[ri].range,
+                 ranges[ri].from, ranges[ri].ramp, cases[ci].n, cu[cases[ci].n], hs[hi].nk, hs[hi].nv);
+        run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep, METRALE_K_delta_rule_prefill_chunked_wh,
+                    kern, &hs[hi], cases[ci].n, cu, cases[ci].n + 2, 128);
+      }
+  }
+  v_ramp = 0.0f;
+  v_range = 1.0f;
+  v_from = 0;
+  cf_close(&ctx);
+  /* refused: either kernel in the other's phase, dk 64, a vh or an o 8 bytes off 16-byte alignment */
+  static const struct {
+    metrale_kernel_id id;
+    uint32_t phase, dk;
+    uint64_t vh, o;
+    const char *what;
+  } bad[] = {{METRALE_K_delta_rule_prefill_chunked_wh_prep, 1, 128, 36864, 4096, "_prep in phase 1"},
+             {METRALE_K_delta_rule_prefill_chunked_wh, 0, 128, 36864, 4096, "phase 0"},
+             {METRALE_K_delta_rule_prefill_chunked_wh_prep, 0, 64, 36864, 4096, "dk 64"},
+             {METRALE_K_delta_rule_prefill_chunked_wh, 1, 64, 36864, 4096, "dk 64"},
+             {METRALE_K_delta_rule_prefill_chunked_wh_prep, 0, 128, 36872, 4096, "a misaligned vh"},
+             {METRALE_K_delta_rule_prefill_chunked_wh, 1, 128, 36864, 4104, "a misaligned o"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CF_BEGIN(c2, k2, bad[i].id);
+    const gpu_arg args[] = {gpu_arg_ptr(bad[i].o),  gpu_arg_ptr(8192),      gpu_arg_ptr(12288),
+                            gpu_arg_ptr(16384),     gpu_arg_ptr(20480),     gpu_arg_ptr(24576),
+                            gpu_arg_ptr(28672),     gpu_arg_ptr(32768),     gpu_arg_u32(1),
+                            gpu_arg_u32(1),         gpu_arg_u32(2),         gpu_arg_u32(bad[i].dk),
+                            gpu_arg_u32(128),       gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh)};
+    metrale_status st =
+        metrale_launch(c2.dev, bad[i].id, k2, (gpu_dim3){2, 1, 1}, NULL, args, sizeof args / sizeof args[0]);
+    CF_EXPECT(&c2, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", bad[i].what,
+              metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
+    metrale_status_free(st);
+    cf_close(&c2);
+  }
 }

@@ -89,13 +89,14 @@ typedef struct result {
 typedef struct core_ctx {
   const metrale_ops *ops;
   gpu_ptr o, qkv, g, beta, state, cu, slots, ws;
+  gpu_ptr vh; /* v in IEEE half where the ops take it (metrale_ops_v_half_fits), as the mixer hands it; else 0 */
   uint32_t t, s, nk, nv, dk, dv; /* tokens in s sequences */
 } core_ctx;
 
 static metrale_status core_once(void *p) {
   core_ctx *c = p;
   return op_delta_rule_prefill(c->ops, NULL, c->o, c->qkv, c->g, c->beta, c->state, c->cu, c->slots,
-                               c->ws, c->t, c->s, c->nk, c->nv, c->dk, c->dv, 0);
+                               c->ws, c->t, c->s, c->nk, c->nv, c->dk, c->dv, c->vh);
 }
 
 static float core_uniform(uint64_t *x, float lo, float hi) { /* xorshift64* */
@@ -134,7 +135,8 @@ static double core_flops_per_token(const metrale_qwen3_config *g) {
 /* Each length's tokens as `seqs` sequences (their lengths differ by at most one; cmd_bench has
  * checked that no length is shorter than seqs), each from a state slot of its own: random v, g,
  * beta and states, q and k random then l2-normalised on the device by l2norm_qk, as the mixer
- * leaves them. */
+ * leaves them; v also in IEEE half, which the core reads instead where the mixer's conv would
+ * hand it so (metrale_ops_v_half_fits). */
 static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config *cfg, const uint32_t *lens,
                                  int n, uint32_t seqs, int warmup, int samples, int json, int slow) {
   gpu_backend *be = metrale_device_backend(dev);
@@ -142,17 +144,19 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
   METRALE_RETURN_IF_ERROR(metrale_ops_init(&ops, dev));
   const uint32_t nk = cfg->nk, nv = cfg->nv, dk = cfg->dk, dv = cfg->dv;
   const uint64_t C = 2ull * nk * dk + (uint64_t)nv * dv;
+  /* whether the ops take v in half (a probe: one long sequence, aligned stand-in addresses) */
+  const int vhalf = metrale_ops_v_half_fits(&ops, 256, 256, 65536, 1, dk, dv);
   char seq_text[40];
   if (seqs == 1) snprintf(seq_text, sizeof seq_text, "one sequence");
   else snprintf(seq_text, sizeof seq_text, "%u sequences", seqs);
   if (!json)
     printf("delta-rule prefill core, %u key / %u value heads of %u/%u, %s, %s gates: %s\n"
            "%-8s %12s %12s %10s   %s\n", nk, nv, dk, dv, seq_text, slow ? "slow" : "fast",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), "tokens", "median ms", "min ms", "TFLOP/s",
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, vhalf), "tokens", "median ms", "min ms", "TFLOP/s",
            "kernels one call launches");
   else
     printf("{\"core\": \"%s\", \"gates\": \"%s\", \"sequences\": %u, \"flops_per_token\": %.0f, \"results\": [",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, 0), slow ? "slow" : "fast", seqs,
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, vhalf), slow ? "slow" : "fast", seqs,
            core_flops_per_token(cfg));
   metrale_status s = METRALE_OK;
   for (int i = 0; i < n && !s; i++) {
@@ -180,14 +184,25 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     if (!s) s = metrale_alloc(dev, sb * seqs * 4, &c.state);
     if (!s) s = metrale_alloc(dev, sizeof(int32_t) * (2 * (uint64_t)seqs + 1), &c.cu);
     if (!s && wsb) s = metrale_alloc(dev, wsb, &c.ws);
+    gpu_ptr vh = 0;
+    const uint64_t nvdv = (uint64_t)nv * dv, qk = 2ull * nk * dk;
+    if (!s) s = metrale_alloc(dev, (uint64_t)T * nvdv * 2, &vh);
     c.slots = c.cu + 4 * ((uint64_t)seqs + 1);
     if (!s) {
       for (uint64_t j = 0; j < blk * C; j++) host[j] = core_uniform(&x, -1, 1);
       s = be->vt->copy_h2d(be, c.qkv, host, blk * C * 4, NULL);
       for (uint64_t r = blk; !s && r < T; r += blk)
         s = be->vt->copy_d2d(be, c.qkv + r * C * 4, c.qkv, (T - r < blk ? T - r : blk) * C * 4, NULL);
+      /* v's halves in place of the rows' first values (the rows are C >= nv*dv floats) */
+      uint16_t *h16 = (uint16_t *)host;
+      for (uint64_t r = 0; r < blk; r++)
+        for (uint64_t j = 0; j < nvdv; j++) h16[r * nvdv + j] = metrale_f32_to_f16_sat(host[r * C + qk + j]);
+      if (!s) s = be->vt->copy_h2d(be, vh, host, blk * nvdv * 2, NULL);
+      for (uint64_t r = blk; !s && r < T; r += blk)
+        s = be->vt->copy_d2d(be, vh + r * nvdv * 2, vh, (T - r < blk ? T - r : blk) * nvdv * 2, NULL);
       if (!s) s = be->vt->sync(be);
     }
+    if (!s && metrale_ops_v_half_fits(&ops, vh, c.ws, T, seqs, dk, dv)) c.vh = vh;
     if (!s) s = op_l2norm_qk(&ops, NULL, c.qkv, T, nk, dk, (uint32_t)C);
     if (!s) {
       /* fast: g in [-2, -0.01] (-0.375 a token on average: a chunk of 64 tokens scales the state
@@ -223,7 +238,7 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     }
     free(host);
     free(lists);
-    gpu_ptr bufs[] = {c.qkv, c.o, c.g, c.beta, c.state, c.cu, c.ws};
+    gpu_ptr bufs[] = {c.qkv, c.o, c.g, c.beta, c.state, c.cu, c.ws, vh};
     for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) metrale_free(dev, bufs[b]);
   }
   if (json && !s) printf("]}\n");

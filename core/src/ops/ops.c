@@ -1,6 +1,8 @@
 #include "ops.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define CEIL_DIV(a, b) (uint32_t)(((uint64_t)(a) + (b) - 1) / (b))
 /* The gemv kernels (weights streamed once per 4 rows on CUDA cores) for a decode batch's first
@@ -56,6 +58,8 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
     else
       ops->k[id] = metrale_try_kernel(dev, (metrale_kernel_id)id);
   }
+  const char *no_wh = getenv("METRALE_NO_WHOLE_HEAD"); /* the fp16 chunked kernel instead (chunked_wh) */
+  if (no_wh && *no_wh && strcmp(no_wh, "0") != 0) ops->k[METRALE_K_delta_rule_prefill_chunked_wh] = 0;
   return METRALE_OK;
 }
 
@@ -647,8 +651,23 @@ static int chunked_f16(const metrale_ops *o) {
   return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_f16) && f16_fast(o);
 }
 
+/* Both phases by the whole-head kernel (delta_rule_prefill_chunked_wh_prep, then
+ * delta_rule_prefill_chunked_wh: a block a (sequence, value head), the inputs read once a head;
+ * docs/perf-prefill.md part 23) where the backend has them, for v in half, dk = dv = 128 and
+ * an o it can store by the bulk engine; the fp16 kernel elsewhere.  METRALE_NO_WHOLE_HEAD=1
+ * turns it off (metrale_ops_init), for A/B timing. */
+static int chunked_wh(const metrale_ops *o, uint32_t dk, uint32_t dv, gpu_ptr out) {
+  return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_prep) && has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh) &&
+         chunked_f16(o) && dk == 128 && dv == 128 && out % 16 == 0;
+}
+
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
+  if (v_half && chunked_wh(o, dk, dv, 0))
+    return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
+           "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv; fp16 operands "
+           "in the chunk step, the state f32 and scaled per chunk) when sequences average "
+           TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS) "+ tokens, else gdn.delta_rule_prefill";
   if (v_half)
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh on v in IEEE half from the conv; fp16 operands "
@@ -721,6 +740,16 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
          P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase));
 }
 
+static metrale_status launch_wh(const metrale_ops *o, gpu_stream st, uint32_t phase, uint32_t grid, gpu_ptr out,
+                                gpu_ptr qkv, gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots,
+                                gpu_ptr ws, uint32_t s, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh) {
+  if (phase == 0)
+    LAUNCH(o, st, delta_rule_prefill_chunked_wh_prep, grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
+           P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
+  LAUNCH(o, st, delta_rule_prefill_chunked_wh, grid, 1, P(out), P(qkv), P(g), P(beta), P(state), P(cu_seqlens),
+         P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
+}
+
 metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
                                      gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
@@ -730,6 +759,14 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
                          "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh do not take %u tokens in %u sequences "
                          "(dk = %u, dv = %u, workspace %s, vh at %#llx)", t, s, dk, dv, ws ? "given" : "none",
                          (unsigned long long)vh);
+  if (ws && chunked_pays(o, t, s, dk, dv) && vh && chunked_wh(o, dk, dv, out)) {
+    const uint64_t grid0 = chunked_chunks(t, s) * nv;
+    if (grid0 > INT32_MAX)
+      return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch", (unsigned long long)grid0);
+    METRALE_RETURN_IF_ERROR(launch_wh(o, st, 0, (uint32_t)grid0, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk,
+                                      nv, dk, dv, vh));
+    return launch_wh(o, st, 1, s * nv, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, vh);
+  }
   if (ws && chunked_pays(o, t, s, dk, dv)) {
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
                                            state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, vh));

@@ -1,0 +1,531 @@
+/* delta_rule_prefill_chunked_wh on sm_90a: the chunked delta rule with a whole value head a
+ * block.  Included by gdn_chunked.cu inside its anonymous namespace and an sm_90a guard.
+ *
+ * The same chunks and algebra as the file's head comment, rearranged so that nothing but the
+ * solve is made ahead of the scan (docs/perf-prefill.md, "Next (2026-12-06)"): with
+ * Tb = T diag(beta) (T = (I + A)^-1 as there, decays included),
+ *   R = V - diag(e^G) (K S)                 the chunk's values less what S predicts
+ *   D = Tb R                                (= U - W S)
+ *   O = diag(e^G) (Q S) + M D               M = lower_with_diagonal((Q K^T) e^(G_i - G_j))
+ *   S = e^(G_L) S + K^T (diag(e^(G_L - G)) D)
+ * so a chunk reads q, k, v, Tb and G (56 KiB) where the fp16 kernel's phase 1 reads a record
+ * of ~88 KiB made by a phase 0 that wrote it (docs/perf-prefill.md).
+ *
+ * Phase 0 (wh_prep, 128 threads, a block a (chunk, value head)): G, K K^T, A and T as
+ * prep_chunk makes them, then Tb in IEEE half and the chunk's G; v packed in the order the
+ * scan's threads read it; q and k in half (once a key head, by the block of its first value
+ * head).  Phase 1 (wh_scan, 512 threads, a block a (sequence, value head)): four warpgroups,
+ * every product a wgmma from shared memory with IEEE half operands and f32 accumulators:
+ *   warpgroups 0 and 3 (the state, dk rows 0..63 and 64..127, S in f32 accumulators):
+ *     S = e^(G_L) S + K^T Dn, then S into its fp16 plane (two planes, by the chunk's parity);
+ *   warpgroup 1 (the values): P = K S, R = V - e^G P into a plane, D = Tb R, D and
+ *     Dn = e^(G_L - G) D into planes;
+ *   warpgroup 2 (the outputs): M from Q K^T into a plane, O = e^G (Q S) + M D, O staged in
+ *     shared memory and stored row by row by the bulk engine; its first thread also brings
+ *     each chunk's inputs into one of two stages (two bulk copies) once every warpgroup is
+ *     done with the chunk two before (a loader warp of its own would cap the block's
+ *     registers at 96: 544 threads; the chain's warpgroups spilled).
+ * The chain a chunk is S plane -> K S -> R plane -> Tb R -> Dn plane -> K^T Dn -> S plane; the
+ * outputs' work runs beside it (S in two planes, each consumer its own barriers).
+ *
+ * Range: a plane's values must stay below half's 65504.  Every product is linear, so the
+ * block keeps S, R, D and O times 2^e: the state warpgroups choose e after each update so
+ * that the largest |S| lands in [2^5, 2^6) (as gdn_chunked_wg16.cuh); the values warpgroup
+ * lowers it for the chunk where R or D reaches 2^15 (v far above the state), telling the
+ * others by how much before they use D.  Exponents stay in [-120, 120]. */
+
+namespace wh {
+constexpr unsigned kPlaneQK = kCh * kDk * 2; /* Q or K of a (chunk, key head) in half: 16 KiB */
+constexpr unsigned kRecA = 2 * kPlaneQK;     /* record A of a (chunk, key head): Q then K */
+constexpr unsigned kTb = kCh * kCh * 2, kV = kCh * kDv * 2;
+/* record B of a (chunk, value head): Tb, then V packed, then G log2(e) (64 floats) */
+constexpr unsigned kBTb = 0, kBV = kTb, kBG = kTb + kV, kRecB = kBG + kCh * 4;
+static_assert(kRecA % 128 == 0 && kRecB % 128 == 0, "records of whole 128-byte lines");
+static_assert(kRecA + kRecB <= 147584, "a (chunk, value head) takes no more workspace than the f16 kernel's");
+
+/* Layouts (bytes), every plane made of 8x8 core matrices of 8 rows of 16 bytes:
+ *   Q, K [64 tokens, 128]: (tok, d) at ((tok/8) 16 + d/8) 128 + (tok%8) 16 + (d%8) 2, so that
+ *     a plane is K-major for K S, Q S (A, m = tokens) and Q K^T (B, n = tokens) and MN-major
+ *     for K^T Dn (A, m = d): core matrices 128 bytes apart along d, 2048 along tokens;
+ *   Tb and M [64, 64]: (r, c) at ((r/8) 8 + c/8) 128 + (r%8) 16 + (c%8) 2 (K-major A);
+ *   V: thread (warp w, lane) of the values warpgroup reads its 64 accumulators' values as 8
+ *     16-byte words at ((8 w + m) 32 + lane) 16, word m holding accumulators 8m .. 8m + 7;
+ *   S, R, D, Dn [k, 128 columns]: B planes as gdn_chunked_wg16.cuh's put_plane writes them. */
+__device__ __forceinline__ unsigned qk_off(unsigned tok, unsigned d) {
+  return (((tok >> 3) * 16 + (d >> 3)) * 8 + (tok & 7)) * 16 + (d & 7) * 2;
+}
+constexpr unsigned KC = 16 * 128; /* an 8-row k chunk of a 128-column B plane */
+constexpr unsigned kSPlane = 16 * KC;
+constexpr unsigned kOLd = 272;    /* O's stage: rows of 256 bytes, 16 apart in banks */
+/* shared memory of phase 1 */
+constexpr unsigned kStage = kRecA + kRecB; /* Q, K, Tb, V, G */
+constexpr unsigned SQ = 0, SK = kPlaneQK, STb = kRecA + kBTb, SV = kRecA + kBV, SG = kRecA + kBG;
+constexpr unsigned S0 = 2 * kStage, VD = S0 + 2 * kSPlane, VN = VD + 8 * KC, PO = VN + 8 * KC;
+constexpr unsigned EX = PO + kCh * kOLd; /* sigma[2], kshift[2], the state's maxima [2][8], the values' [4] */
+constexpr unsigned BAR = EX + 128, END = BAR + 32;
+static_assert(8 * KC <= kCh * kOLd, "M's plane fits in O's stage");
+static_assert(S0 % 128 == 0 && EX % 16 == 0, "planes aligned");
+
+/* Named barriers (sm90::bar_*), by the chunk's parity where one side can run a chunk ahead */
+enum : unsigned {
+  B_S_VAL = 1,   /* S ready for the values: the state arrives (384) */
+  B_D_STATE = 2, /* D ready for the state: the values arrive (384) */
+  B_S_FREE0 = 3, /* S plane 0 / 1 read by Q S: the outputs arrive (384) */
+  B_D_FREE = 4,  /* D's planes read: the state and the outputs arrive (512) */
+  B_VAL = 5,     /* the values warpgroup's own (128) */
+  B_OUT = 6,     /* the outputs warpgroup's own (128) */
+  B_S_FREE1 = 7,
+  B_S_OUT0 = 8, /* S ready for the outputs, planes 0 / 1 (384) */
+  B_D_OUT0 = 10, /* D ready for the outputs, by parity (256) */
+  B_STATE = 12   /* the two state warpgroups' (256) */
+};
+
+/* 16 accumulator rows (k chunks kc, kc + 1) of acc times sc into a K-major B plane */
+__device__ __forceinline__ void put_b(uint32_t plane, unsigned kc, const float (&acc)[64], float sc, unsigned lane) {
+  const unsigned i = lane >> 3, j = lane & 7u;
+#pragma unroll
+  for (unsigned nt = 0; nt < 16; nt += 2) {
+    uint32_t h[4];
+#pragma unroll
+    for (unsigned m = 0; m < 4; m++) h[m] = f16x2_rn(sc * acc[4 * nt + 2 * m], sc * acc[4 * nt + 2 * m + 1]);
+    sm90::stmatrix_x4_trans(plane + (kc + (i & 1u)) * KC + (nt + (i >> 1)) * 128u + j * 16u, h[0], h[1], h[2], h[3]);
+  }
+}
+/* The 64x64 accumulators of warp w (rows 16w..) into a K-major A plane of 64 columns */
+__device__ __forceinline__ void put_a64(uint32_t plane, unsigned w, const float (&acc)[32], unsigned lane) {
+  const unsigned i = lane >> 3, j = lane & 7u;
+#pragma unroll
+  for (unsigned nt = 0; nt < 8; nt += 2) {
+    uint32_t h[4];
+#pragma unroll
+    for (unsigned m = 0; m < 4; m++) h[m] = f16x2_rn(acc[4 * nt + 2 * m], acc[4 * nt + 2 * m + 1]);
+    sm90::stmatrix_x4(plane + (2 * w + (i & 1u)) * 1024u + (nt + (i >> 1)) * 128u + j * 16u, h[0], h[1], h[2], h[3]);
+  }
+}
+/* O's rows 16w.. of acc times sc, as bf16, into the row-major stage (rows kOLd bytes apart) */
+__device__ __forceinline__ void put_o(uint32_t stage, unsigned w, const float (&acc)[64], float sc, unsigned lane) {
+  const unsigned i = lane >> 3, j = lane & 7u;
+#pragma unroll
+  for (unsigned nt = 0; nt < 16; nt += 2) {
+    uint32_t h[4];
+#pragma unroll
+    for (unsigned m = 0; m < 4; m++) h[m] = bf16x2_rn(sc * acc[4 * nt + 2 * m], sc * acc[4 * nt + 2 * m + 1]);
+    sm90::stmatrix_x4(stage + (16 * w + 8 * (i & 1u) + j) * kOLd + (nt + (i >> 1)) * 16u, h[0], h[1], h[2], h[3]);
+  }
+}
+__device__ __forceinline__ float amax64(const float (&x)[64]) {
+  float r[32];
+#pragma unroll
+  for (unsigned i = 0; i < 32; i++) r[i] = fmaxf(fabsf(x[2 * i]), fabsf(x[2 * i + 1]));
+#pragma unroll
+  for (unsigned w = 16; w > 0; w /= 2)
+#pragma unroll
+    for (unsigned i = 0; i < w; i++) r[i] = fmaxf(r[i], r[i + w]);
+  return r[0];
+}
+/* The largest m of n warps' threads: each warp's into red[slot], barrier id, the n's largest */
+__device__ __forceinline__ float group_max(float m, float *red, unsigned slot, unsigned n, unsigned id,
+                                           unsigned lane) {
+  m = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
+  if (lane == 0) red[slot] = m;
+  sm90::bar_sync(id, 32 * n);
+  float r = red[0];
+  for (unsigned i = 1; i < n; i++) r = fmaxf(r, red[i]);
+  return r;
+}
+/* The exponent change that brings a maximum mx of values times 2^e into [2^5, 2^6), kept so
+ * that e stays in [-120, 120] (f16::rescale_by) */
+__device__ __forceinline__ void scale64(float (&x)[64], float f) {
+#pragma unroll
+  for (unsigned i = 0; i < 64; i++) x[i] *= f;
+}
+/* descriptor steps (16-byte units): a k16 step of a K-major plane along its 16-byte rows, of
+ * an MN-major Q/K plane (16 tokens), of a B plane (two k chunks) */
+constexpr uint64_t kStepK = 256 >> 4, kStepTok = (2 * 2048) >> 4, kStepB = (2 * KC) >> 4;
+}  // namespace wh
+
+/* Phase 0 of one (chunk, value head). */
+__device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float *g, const float *beta, const int *cu,
+                                        unsigned char *ws, const shape &p, const uint16_t *vh) {
+  using namespace wh;
+  const unsigned h = blockIdx.x % p.nv;
+  const size_t j = blockIdx.x / p.nv;
+  unsigned lo = 0, hi = p.s - 1; /* the last sequence whose chunks start at or before j */
+  while (lo < hi) {
+    const unsigned mid = (lo + hi + 1) / 2;
+    if (first_chunk(cu, mid) <= j)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const size_t first = first_chunk(cu, lo);
+  const int ts = cu[lo], te = cu[lo + 1];
+  if (first > j || te <= ts || (j - first) >= ((size_t)(te - ts) + kCh - 1) / kCh) return;
+  const size_t t0 = (size_t)ts + (j - first) * kCh;
+  const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+  const unsigned r = p.nv / p.nk, kh = h / r;
+  const float *Q = qkv + t0 * p.C + (size_t)kh * p.dk;
+  const float *K = qkv + t0 * p.C + (size_t)(p.nk + kh) * p.dk;
+  const size_t nc = first_chunk(cu, p.s);
+  unsigned char *recA = ws + (j * p.nk + kh) * kRecA;
+  unsigned char *recB = ws + nc * p.nk * kRecA + (j * p.nv + h) * kRecB;
+  float *gs = sm, *bs = sm + kCh, *sw = sm + 2 * kCh;
+  float *As = sm + 5 * kCh, *Xs = As + kCh * kLdA;
+  float *Ks = sm + 5 * kCh; /* until A is written */
+  const lane_ids l = lanes();
+
+  { /* the chunk's K rows into shared memory (zero past L tokens) */
+    const unsigned c = 4 * (l.tid & 31);
+    const uint32_t ks = sm80::smem_u32(Ks + l.w * kLdS + c);
+#pragma unroll 4
+    for (unsigned rr = l.w; rr < kCh; rr += 4) {
+      const uint32_t off = (rr - l.w) * kLdS * 4, n = rr < L ? 16u : 0u;
+      sm80::cp_async16(ks + off, K + (rr < L ? rr * p.C + c : 0), n);
+    }
+    sm80::cp_commit();
+  }
+  if (l.tid < kCh) {
+    const bool in = l.tid < L;
+    gs[l.tid] = in ? g[(t0 + l.tid) * p.nv + h] : 0.0f;
+    bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
+  }
+  __syncthreads();
+  float G = 0.0f; /* G's inclusive prefix sum, as prep_chunk */
+  if (l.tid < kCh) {
+    G = gs[l.tid];
+#pragma unroll
+    for (unsigned o = 1; o < 32; o <<= 1) {
+      const float v = __shfl_up_sync(0xffffffffu, G, o);
+      if ((l.tid & 31u) >= o) G += v;
+    }
+    if (l.tid == 31) sw[0] = G;
+  }
+  __syncthreads();
+  if (l.tid >= 32 && l.tid < kCh) G += sw[0];
+  if (l.tid < kCh) {
+    gs[l.tid] = G * kLog2e;
+    reinterpret_cast<float *>(recB + kBG)[l.tid] = G * kLog2e;
+  }
+  /* v packed for the scan (rows past L zero): word i = (8 w + m) 32 + lane of the values'
+   * thread (w, lane), accumulators 8m .. 8m + 7: rows ra = 16w + lane/4 and ra + 8, columns
+   * 16m + 2 (lane%4) (+1) and 8 on */
+  {
+    const size_t ld = (size_t)p.nv * p.dv;
+    const uint16_t *v0 = vh + t0 * ld + (size_t)h * p.dv;
+    for (unsigned i = l.tid; i < kV / 16; i += kBlock) {
+      const unsigned w = i / 256, m = (i / 32) % 8, ln = i % 32, ra = 16 * w + ln / 4, rb = ra + 8;
+      const unsigned c = 16 * m + 2 * (ln % 4);
+      auto pair = [&](unsigned row, unsigned col) -> uint32_t {
+        return row < L ? *reinterpret_cast<const uint32_t *>(v0 + row * ld + col) : 0u;
+      };
+      *reinterpret_cast<uint4 *>(recB + kBV + 16 * i) =
+          make_uint4(pair(ra, c), pair(rb, c), pair(ra, c + 8), pair(rb, c + 8));
+    }
+  }
+  sm80::cp_wait<0>();
+  __syncthreads();
+  /* q and k in half, once a key head: 16-byte words of 8 values, (tok, d) at qk_off */
+  if (h % r == 0) {
+    for (unsigned i = l.tid; i < kPlaneQK / 16; i += kBlock) {
+      const unsigned tok = (i / 128) * 8 + i % 8, d = 8 * ((i / 8) % 16);
+      const bool in = tok < L;
+      const float4 q0 = in ? __ldg(reinterpret_cast<const float4 *>(Q + tok * p.C + d)) : make_float4(0, 0, 0, 0);
+      const float4 q1 = in ? __ldg(reinterpret_cast<const float4 *>(Q + tok * p.C + d + 4)) : make_float4(0, 0, 0, 0);
+      const float *kr = Ks + tok * kLdS + d; /* zero past L */
+      *reinterpret_cast<uint4 *>(recA + 16 * i) =
+          make_uint4(f16x2_rn(q0.x, q0.y), f16x2_rn(q0.z, q0.w), f16x2_rn(q1.x, q1.y), f16x2_rn(q1.z, q1.w));
+      *reinterpret_cast<uint4 *>(recA + kPlaneQK + 16 * i) =
+          make_uint4(f16x2_rn(kr[0], kr[1]), f16x2_rn(kr[2], kr[3]), f16x2_rn(kr[4], kr[5]), f16x2_rn(kr[6], kr[7]));
+    }
+  }
+  /* K K^T on warps 0 and 1 (row tiles 0, 3 and 1, 2), as prep_chunk's fp16 records */
+  float acc0[2][8][4];
+  if (l.w == 0) kkt_rows_f16<0>(acc0, Ks, Ks, p.dk, l);
+  if (l.w == 1) kkt_rows_f16<1>(acc0, Ks, Ks, p.dk, l);
+  __syncthreads(); /* A is written where K was */
+  if (l.w < 2) {
+    const unsigned rt[2] = {l.w, 3u - l.w};
+#pragma unroll
+    for (unsigned i = 0; i < 2; i++) {
+      const unsigned ra = 16 * rt[i] + l.g, rb = ra + 8;
+      const float gr[2] = {gs[ra], gs[rb]}, br[2] = {bs[ra], bs[rb]};
+#pragma unroll
+      for (unsigned nt = 0; nt < 8; nt++) {
+        if (nt < 2 * rt[i] + 2) {
+          const unsigned c = 8 * nt + 2 * l.t;
+          const float2 gc = *reinterpret_cast<const float2 *>(gs + c);
+          float v[4];
+#pragma unroll
+          for (unsigned e = 0; e < 4; e++) {
+            const unsigned rr = e < 2 ? ra : rb, ce = c + (e & 1);
+            const bool lower = rr < L && ce < rr;
+            v[e] = lower ? br[e >> 1] * acc0[i][nt][e] * ex2_ftz(gr[e >> 1] - ((e & 1) ? gc.y : gc.x)) : 0.0f;
+          }
+          *reinterpret_cast<float2 *>(As + ra * kLdA + c) = make_float2(v[0], v[1]);
+          *reinterpret_cast<float2 *>(As + rb * kLdA + c) = make_float2(v[2], v[3]);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  invert_unit_lower(As, Xs, l);
+  /* Tb = T diag(beta) in half: 16-byte words of 8 columns; blocks above the diagonal zero */
+  for (unsigned i = l.tid; i < kTb / 16; i += kBlock) {
+    const unsigned rr = (i / 64) * 8 + i % 8, cg = (i / 8) % 8; /* i = ((rr/8) 8 + cg) 8 + rr%8 */
+    uint32_t wv[4];
+#pragma unroll
+    for (unsigned e = 0; e < 4; e++) {
+      const unsigned c = 8 * cg + 2 * e;
+      const bool on = c / 16 <= rr / 16;
+      wv[e] = on ? f16x2_rn(Xs[rr * kLdA + c] * bs[c], Xs[rr * kLdA + c + 1] * bs[c + 1]) : 0u;
+    }
+    *reinterpret_cast<uint4 *>(recB + kBTb + 16 * i) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
+  }
+}
+
+/* Phase 1 of one (sequence, value head). */
+__device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *state, const int *cu, const int *slots,
+                                        const unsigned char *ws, const shape &p) {
+  using namespace wh;
+  const unsigned tid = threadIdx.x, wg = tid / 128, w = (tid % 128) / 32, lane = tid % 32;
+  const unsigned seq = blockIdx.x / p.nv, h = blockIdx.x % p.nv;
+  if (seq >= p.s) return;
+  const int ts = cu[seq], te = cu[seq + 1];
+  if (ts < 0 || te <= ts) return;
+  const int slot = slots[seq];
+  float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * kDk * kDv;
+  const unsigned nch = (unsigned)(((size_t)(te - ts) + kCh - 1) / kCh);
+  const size_t j0 = first_chunk(cu, seq), nc = first_chunk(cu, p.s);
+  const unsigned kh = h / (p.nv / p.nk);
+  const uint32_t s0 = sm90::smem_u32(smem);
+  int *sigma = reinterpret_cast<int *>(smem + EX), *kshift = sigma + 2;
+  float *sred = reinterpret_cast<float *>(smem + EX + 16), *vred = sred + 16;
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem + BAR), *empty = full + 2;
+  auto stage_of = [&](unsigned c) -> uint32_t { return (c & 1) * kStage; };
+  /* chunk c's inputs into its stage, by one thread: records A and B */
+  const unsigned char *recA = ws + (j0 * p.nk + kh) * kRecA, *recB = ws + nc * p.nk * kRecA + (j0 * p.nv + h) * kRecB;
+  auto load_in = [&](unsigned c) {
+    unsigned char *b = smem + stage_of(c);
+    sm90::bulk_copy(b, recA + (size_t)c * p.nk * kRecA, kRecA, &full[c & 1]);
+    sm90::bulk_copy(b + kRecA, recB + (size_t)c * p.nv * kRecB, kRecB, &full[c & 1]);
+  };
+  if (tid == 0) {
+    for (unsigned b = 0; b < 2; b++) sm90::mbar_init_count(&full[b], 2), sm90::mbar_init_count(&empty[b], 4);
+    sm90::mbar_init_fence();
+    for (unsigned c = 0; c < 2 && c < nch; c++) load_in(c);
+  }
+  __syncthreads();
+  auto wait_in = [&](unsigned c) { sm90::mbar_wait(&full[c & 1], (c >> 1) & 1); };
+  auto done_in = [&](unsigned c) {
+    if (tid % 128 == 0) sm90::mbar_arrive(&empty[c & 1]);
+  };
+  const unsigned g = lane >> 2, t = lane & 3;
+  const unsigned ra = 16 * w + g, rb = ra + 8; /* this thread's token rows (values, outputs) */
+
+  if (wg == 0 || wg == 3) { /* the state */
+    const unsigned half = wg == 3, sw = 4 * half + w;
+    float s[64];
+#pragma unroll
+    for (unsigned jn = 0; jn < 16; jn++)
+#pragma unroll
+      for (unsigned hf = 0; hf < 2; hf++) {
+        const unsigned m = 64 * half + 16 * w + g + 8 * hf;
+        const float2 v = ld2_if(Sg != nullptr, Sg + (size_t)m * kDv + 8 * jn + 2 * t);
+        s[4 * jn + 2 * hf] = v.x, s[4 * jn + 2 * hf + 1] = v.y;
+      }
+    int sig = f16::rescale_by(group_max(amax64(s), sred, sw, 8, B_STATE, lane), 0, 5);
+    scale64(s, f16::exp2i(sig));
+    put_b(s0 + S0, 8 * half + 2 * w, s, 1.0f, lane);
+    if (tid == 0) sigma[0] = sig;
+    sm90::fence_proxy_async();
+    sm90::bar_arrive(B_S_VAL, 384);
+    sm90::bar_arrive(B_S_OUT0, 384);
+    /* K^T as an MN-major A: this half's 64 rows of d start 8 core matrices on */
+    const uint64_t dKt = sm90::desc_plain(s0 + SK + half * 1024, 2048, 128);
+    const uint64_t dDn = sm90::desc_plain(s0 + VN, KC, 128);
+    for (unsigned c = 0; c < nch; c++) {
+      wait_in(c);
+      sm90::bar_sync(B_D_STATE, 384);
+      const int k = kshift[c & 1];
+      const float gl = ex2_ftz(reinterpret_cast<const float *>(smem + stage_of(c) + SG)[kCh - 1]);
+      sig += k;
+      scale64(s, gl * f16::exp2i(k));
+      sm90::pin(s);
+      sm90::wgmma_fence();
+      const uint64_t ka = dKt + (stage_of(c) >> 4);
+#pragma unroll
+      for (unsigned kb = 0; kb < 4; kb++) sm90::wgmma_f16x<128>::run_ta(s, ka + kb * kStepTok, dDn + kb * kStepB);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(s);
+      done_in(c);
+      sm90::bar_arrive(B_D_FREE, 512);
+      /* the next exponent (the maxima by parity: a warp a chunk ahead writes the other slot) */
+      const int d = f16::rescale_by(group_max(amax64(s), sred + 8 * ((c + 1) & 1), sw, 8, B_STATE, lane), sig, 5);
+      sig += d;
+      scale64(s, f16::exp2i(d));
+      if (c >= 1) sm90::bar_sync((c - 1) & 1 ? B_S_FREE1 : B_S_FREE0, 384); /* Q S of chunk c - 1 read this plane */
+      if (c + 1 < nch) {
+        put_b(s0 + S0 + ((c + 1) & 1) * kSPlane, 8 * half + 2 * w, s, 1.0f, lane);
+        if (tid == 0) sigma[(c + 1) & 1] = sig;
+        sm90::fence_proxy_async();
+        sm90::bar_arrive(B_S_VAL, 384);
+        sm90::bar_arrive(B_S_OUT0 + ((c + 1) & 1), 384);
+      }
+    }
+    sm90::bar_sync((nch - 1) & 1 ? B_S_FREE1 : B_S_FREE0, 384);
+    if (Sg) {
+      const float fi = f16::exp2i(-sig);
+#pragma unroll
+      for (unsigned jn = 0; jn < 16; jn++)
+#pragma unroll
+        for (unsigned hf = 0; hf < 2; hf++) {
+          const unsigned m = 64 * half + 16 * w + g + 8 * hf;
+          *reinterpret_cast<float2 *>(Sg + (size_t)m * kDv + 8 * jn + 2 * t) =
+              make_float2(s[4 * jn + 2 * hf] * fi, s[4 * jn + 2 * hf + 1] * fi);
+        }
+    }
+  } else if (wg == 1) { /* the values */
+    float a[64];
+    const uint64_t dS = sm90::desc_plain(s0 + S0, KC, 128), dR = sm90::desc_plain(s0 + VN, KC, 128);
+    for (unsigned c = 0; c < nch; c++) {
+      const size_t left = (size_t)(te - ts) - (size_t)c * kCh;
+      const unsigned L = left < kCh ? (unsigned)left : kCh;
+      wait_in(c);
+      const uint32_t st = stage_of(c);
+      const float *G2 = reinterpret_cast<const float *>(smem + st + SG);
+      const float ga = G2[ra], gb = G2[rb], gL = G2[kCh - 1];
+      const float ea = ex2_ftz(ga), eb = ex2_ftz(gb), da = ex2_ftz(gL - ga), db = ex2_ftz(gL - gb);
+      const uint64_t dK = sm90::desc_plain(s0 + st + SK, 128, 2048), dTb = sm90::desc_plain(s0 + st + STb, 128, 1024);
+      sm90::bar_sync(B_S_VAL, 384);
+      const int sig = sigma[c & 1];
+      const uint64_t dSc = dS + (((c & 1) * kSPlane) >> 4);
+      sm90::wgmma_fence();
+      sm90::wgmma_f16x<128>::first(a, dK, dSc);
+#pragma unroll
+      for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<128>::run(a, dK + kb * kStepK, dSc + kb * kStepB);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(a);
+      /* R = V 2^sig - e^G (K S 2^sig), zero past L */
+      const float fs = f16::exp2i(sig);
+      const uint4 *vp = reinterpret_cast<const uint4 *>(smem + st + SV) + (8 * w) * 32 + lane;
+#pragma unroll
+      for (unsigned m = 0; m < 8; m++) {
+        const uint4 v = vp[32 * m];
+        const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (unsigned q = 0; q < 4; q++) {
+          const float2 x = f16x2_to_f32(vw[q]);
+          const unsigned i = 8 * m + 2 * q; /* accumulators i, i + 1: row ra (q even) or rb */
+          const bool upper = q & 1;
+          const float e = upper ? eb : ea;
+          const bool in = (upper ? rb : ra) < L;
+          a[i] = in ? x.x * fs - e * a[i] : 0.0f;
+          a[i + 1] = in ? x.y * fs - e * a[i + 1] : 0.0f;
+        }
+      }
+      int k = 0;
+      if (sm90::bar_any(B_VAL, 128, amax64(a) >= 32768.0f)) { /* v far above the state: lower e */
+        k = f16::rescale_by(group_max(amax64(a), vred, w, 4, B_VAL, lane), sig, 5);
+        scale64(a, f16::exp2i(k));
+      }
+      put_b(s0 + VN, 2 * w, a, 1.0f, lane);
+      sm90::fence_proxy_async();
+      sm90::bar_sync(B_VAL, 128);
+      sm90::wgmma_fence();
+      sm90::wgmma_f16x<128>::first(a, dTb, dR);
+#pragma unroll
+      for (unsigned kb = 1; kb < 4; kb++) sm90::wgmma_f16x<128>::run(a, dTb + kb * kStepK, dR + kb * kStepB);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(a);
+      done_in(c);
+      if (sm90::bar_any(B_VAL, 128, amax64(a) >= 32768.0f)) {
+        const int k2 = f16::rescale_by(group_max(amax64(a), vred, w, 4, B_VAL, lane), sig + k, 5);
+        scale64(a, f16::exp2i(k2));
+        k += k2;
+      }
+      if (tid == 128) kshift[c & 1] = k;
+      if (c > 0) sm90::bar_sync(B_D_FREE, 512);
+      put_b(s0 + VD, 2 * w, a, 1.0f, lane);
+#pragma unroll
+      for (unsigned i = 0; i < 64; i++) a[i] *= (i & 2) ? db : da; /* rows ra, rb: e^(G_L - G) */
+      put_b(s0 + VN, 2 * w, a, 1.0f, lane);
+      sm90::fence_proxy_async();
+      sm90::bar_arrive(B_D_STATE, 384);
+      sm90::bar_arrive(B_D_OUT0 + (c & 1), 256);
+    }
+    sm90::bar_sync(B_D_FREE, 512);
+  } else if (wg == 2) { /* the outputs */
+    float a[64], pq[32];
+    const uint64_t dS = sm90::desc_plain(s0 + S0, KC, 128), dD = sm90::desc_plain(s0 + VD, KC, 128);
+    const uint64_t dM = sm90::desc_plain(s0 + PO, 128, 1024);
+    const size_t ld = (size_t)p.nv * p.dv;
+    for (unsigned c = 0; c < nch; c++) {
+      const size_t t0 = (size_t)ts + (size_t)c * kCh;
+      const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+      wait_in(c);
+      const uint32_t st = stage_of(c);
+      const float *G2 = reinterpret_cast<const float *>(smem + st + SG);
+      const float ga = G2[ra], gb = G2[rb];
+      const uint64_t dQ = sm90::desc_plain(s0 + st + SQ, 128, 2048), dK = sm90::desc_plain(s0 + st + SK, 128, 2048);
+      if (w == 0) sm90::bulk_wait_read(); /* the last chunk's O left the stage */
+      sm90::bar_sync(B_OUT, 128);
+      /* M = lower((Q K^T) e^(G_r - G_c)) into its plane */
+      sm90::wgmma_fence();
+      sm90::wgmma_f16x<64>::first(pq, dQ, dK);
+#pragma unroll
+      for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<64>::run(pq, dQ + kb * kStepK, dK + kb * kStepK);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(pq);
+#pragma unroll
+      for (unsigned i = 0; i < 32; i++) {
+        const unsigned row = (i & 2) ? rb : ra, col = 8 * (i / 4) + 2 * t + (i & 1);
+        pq[i] = col <= row ? pq[i] * ex2_ftz(((i & 2) ? gb : ga) - G2[col]) : 0.0f;
+      }
+      put_a64(s0 + PO, w, pq, lane);
+      sm90::fence_proxy_async();
+      sm90::bar_sync(B_OUT, 128);
+      sm90::bar_sync(B_S_OUT0 + (c & 1), 384);
+      const int sig = sigma[c & 1];
+      const uint64_t dSc = dS + (((c & 1) * kSPlane) >> 4);
+      sm90::wgmma_fence();
+      sm90::wgmma_f16x<128>::first(a, dQ, dSc);
+#pragma unroll
+      for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<128>::run(a, dQ + kb * kStepK, dSc + kb * kStepB);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(a);
+      sm90::bar_arrive((c & 1) ? B_S_FREE1 : B_S_FREE0, 384);
+      sm90::bar_sync(B_D_OUT0 + (c & 1), 256);
+      const int k = kshift[c & 1];
+      const float fk = f16::exp2i(k), ea = ex2_ftz(ga) * fk, eb = ex2_ftz(gb) * fk;
+#pragma unroll
+      for (unsigned i = 0; i < 64; i++) a[i] *= (i & 2) ? eb : ea;
+      sm90::pin(a);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (unsigned kb = 0; kb < 4; kb++) sm90::wgmma_f16x<128>::run(a, dM + kb * kStepK, dD + kb * kStepB);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait0();
+      sm90::pin(a);
+      done_in(c);
+      sm90::bar_arrive(B_D_FREE, 512);
+      if (tid == 256 && c + 2 < nch) { /* chunk c + 2 into this stage once every warpgroup is done with it */
+        sm90::mbar_wait(&empty[c & 1], (c >> 1) & 1);
+        load_in(c + 2);
+      }
+      put_o(s0 + PO, w, a, f16::exp2i(-(sig + k)), lane);
+      sm90::fence_proxy_async();
+      sm90::bar_sync(B_OUT, 128);
+      if (w == 0) {
+        for (unsigned rr = lane; rr < L; rr += 32)
+          sm90::bulk_store(o + (t0 + rr) * ld + (size_t)h * kDv, smem + PO + rr * kOLd, kDv * 2);
+        sm90::bulk_commit();
+      }
+    }
+    if (w == 0) sm90::bulk_wait_read();
+  }
+}
