@@ -517,6 +517,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
         sm90::mbar_wait(&empty[c & 1], (c >> 1) & 1);
         load_in(c + 2);
       }
+      __syncwarp(); /* the warp together again for stmatrix */
       put_o(s0 + PO, w, a, f16::exp2i(-(sig + k)), lane);
       sm90::fence_proxy_async();
       sm90::bar_sync(B_OUT, 128);
@@ -526,6 +527,6 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
         sm90::bulk_commit();
       }
     }
-    if (w == 0) sm90::bulk_wait_read();
+    if (w == 0) sm90::bulk_wait_all(); /* O written before the block ends */
   }
 }
