@@ -31,8 +31,9 @@
  * Range: a plane's values must stay below half's 65504.  Every product is linear, so the
  * block keeps S, R, D and O times 2^e: the state warpgroups choose e after each update so
  * that the largest |S| lands in [2^5, 2^6) (as gdn_chunked_wg16.cuh); the values warpgroup
- * lowers it for the chunk where R or D reaches 2^15 (v far above the state), telling the
- * others by how much before they use D.  Exponents stay in [-120, 120]. */
+ * moves it for the chunk where R reaches 2^15 or stays below 2^-3 (v far above or below the
+ * state, or a zero state), or D reaches 2^15, telling the others by how much before they use
+ * D.  Exponents stay in [-120, 120]. */
 
 namespace wh {
 constexpr unsigned kPlaneQK = kCh * kDk * 2; /* Q or K of a (chunk, key head) in half: 16 KiB */
@@ -61,7 +62,7 @@ constexpr unsigned kOLd = 272;    /* O's stage: rows of 256 bytes, 16 apart in b
 constexpr unsigned kStage = kRecA + kRecB; /* Q, K, Tb, V, G */
 constexpr unsigned SQ = 0, SK = kPlaneQK, STb = kRecA + kBTb, SV = kRecA + kBV, SG = kRecA + kBG;
 constexpr unsigned S0 = 2 * kStage, VD = S0 + 2 * kSPlane, VN = VD + 8 * KC, PO = VN + 8 * KC;
-constexpr unsigned EX = PO + kCh * kOLd; /* sigma[2], kshift[2], the state's maxima [2][8], the values' [4] */
+constexpr unsigned EX = PO + kCh * kOLd; /* sigma[2], kshift[2], the state's maxima [2][8], the values' [2][4] */
 constexpr unsigned BAR = EX + 128, END = BAR + 32;
 static_assert(8 * KC <= kCh * kOLd, "M's plane fits in O's stage");
 static_assert(S0 % 128 == 0 && EX % 16 == 0, "planes aligned");
@@ -299,7 +300,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
   const unsigned kh = h / (p.nv / p.nk);
   const uint32_t s0 = sm90::smem_u32(smem);
   int *sigma = reinterpret_cast<int *>(smem + EX), *kshift = sigma + 2;
-  float *sred = reinterpret_cast<float *>(smem + EX + 16), *vred = sred + 16;
+  float *sred = reinterpret_cast<float *>(smem + EX + 16), *vred = sred + 16; /* [2][8], [2][4] */
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + BAR), *empty = full + 2;
   auto stage_of = [&](unsigned c) -> uint32_t { return (c & 1) * kStage; };
   /* chunk c's inputs into its stage, by one thread: records A and B */
@@ -425,10 +426,15 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
           a[i + 1] = in ? x.y * fs - e * a[i + 1] : 0.0f;
         }
       }
+      /* R's largest |value| past 2^15 (v far above the state) or below 2^-3 (v far below it, or
+       * a zero state: half's subnormals would keep few of R's bits) moves e for this chunk */
       int k = 0;
-      if (sm90::bar_any(B_VAL, 128, amax64(a) >= 32768.0f)) { /* v far above the state: lower e */
-        k = f16::rescale_by(group_max(amax64(a), vred, w, 4, B_VAL, lane), sig, 5);
-        scale64(a, f16::exp2i(k));
+      {
+        const float mr = group_max(amax64(a), vred, w, 4, B_VAL, lane);
+        if (mr >= 32768.0f || mr < 0.125f) {
+          k = f16::rescale_by(mr, sig, 5);
+          scale64(a, f16::exp2i(k));
+        }
       }
       put_b(s0 + VN, 2 * w, a, 1.0f, lane);
       sm90::fence_proxy_async();
@@ -442,7 +448,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       sm90::pin(a);
       done_in(c);
       if (sm90::bar_any(B_VAL, 128, amax64(a) >= 32768.0f)) {
-        const int k2 = f16::rescale_by(group_max(amax64(a), vred, w, 4, B_VAL, lane), sig + k, 5);
+        const int k2 = f16::rescale_by(group_max(amax64(a), vred + 4, w, 4, B_VAL, lane), sig + k, 5);
         scale64(a, f16::exp2i(k2));
         k += k2;
       }
