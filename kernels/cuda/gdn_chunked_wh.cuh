@@ -81,14 +81,19 @@ enum : unsigned {
   B_STATE = 12   /* the two state warpgroups' (256) */
 };
 
-/* 16 accumulator rows (k chunks kc, kc + 1) of acc times sc into a K-major B plane */
-__device__ __forceinline__ void put_b(uint32_t plane, unsigned kc, const float (&acc)[64], float sc, unsigned lane) {
+/* 16 accumulator rows (k chunks kc, kc + 1) of acc into a K-major B plane, the lane's first row
+ * times sa, its second (8 on) times sb */
+__device__ __forceinline__ void put_b(uint32_t plane, unsigned kc, const float (&acc)[64], float sa, float sb,
+                                      unsigned lane) {
   const unsigned i = lane >> 3, j = lane & 7u;
 #pragma unroll
   for (unsigned nt = 0; nt < 16; nt += 2) {
     uint32_t h[4];
 #pragma unroll
-    for (unsigned m = 0; m < 4; m++) h[m] = f16x2_rn(sc * acc[4 * nt + 2 * m], sc * acc[4 * nt + 2 * m + 1]);
+    for (unsigned m = 0; m < 4; m++) {
+      const float sc = m & 1 ? sb : sa; /* registers 4 nt + 2 m: m odd the rows 8 on */
+      h[m] = f16x2_rn(sc * acc[4 * nt + 2 * m], sc * acc[4 * nt + 2 * m + 1]);
+    }
     sm90::stmatrix_x4_trans(plane + (kc + (i & 1u)) * KC + (nt + (i >> 1)) * 128u + j * 16u, h[0], h[1], h[2], h[3]);
   }
 }
@@ -114,28 +119,27 @@ __device__ __forceinline__ void put_o(uint32_t stage, unsigned w, const float (&
     sm90::stmatrix_x4(stage + (16 * w + 8 * (i & 1u) + j) * kOLd + (nt + (i >> 1)) * 16u, h[0], h[1], h[2], h[3]);
   }
 }
+/* The largest |x|: eight running maxima (a tree over a temporary array of 32 went to local
+ * memory: ~2 us a chunk step, the chain's largest cost; docs/perf-prefill.md part 23) */
 __device__ __forceinline__ float amax64(const float (&x)[64]) {
-  float r[32];
+  float m[8];
 #pragma unroll
-  for (unsigned i = 0; i < 32; i++) r[i] = fmaxf(fabsf(x[2 * i]), fabsf(x[2 * i + 1]));
+  for (unsigned i = 0; i < 8; i++) m[i] = fabsf(x[i]);
 #pragma unroll
-  for (unsigned w = 16; w > 0; w /= 2)
-#pragma unroll
-    for (unsigned i = 0; i < w; i++) r[i] = fmaxf(r[i], r[i + w]);
-  return r[0];
+  for (unsigned i = 8; i < 64; i++) m[i % 8] = fmaxf(m[i % 8], fabsf(x[i]));
+  return fmaxf(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])), fmaxf(fmaxf(m[4], m[5]), fmaxf(m[6], m[7])));
 }
-/* The largest m of n warps' threads: each warp's into red[slot], barrier id, the n's largest */
-__device__ __forceinline__ float group_max(float m, float *red, unsigned slot, unsigned n, unsigned id,
-                                           unsigned lane) {
+/* The largest m of N warps' threads: each warp's into red[slot], barrier id, the N's largest */
+template <unsigned N>
+__device__ __forceinline__ float group_max(float m, float *red, unsigned slot, unsigned id, unsigned lane) {
   m = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(m)));
   if (lane == 0) red[slot] = m;
-  sm90::bar_sync(id, 32 * n);
+  sm90::bar_sync(id, 32 * N);
   float r = red[0];
-  for (unsigned i = 1; i < n; i++) r = fmaxf(r, red[i]);
+#pragma unroll
+  for (unsigned i = 1; i < N; i++) r = fmaxf(r, red[i]);
   return r;
 }
-/* The exponent change that brings a maximum mx of values times 2^e into [2^5, 2^6), kept so
- * that e stays in [-120, 120] (f16::rescale_by) */
 __device__ __forceinline__ void scale64(float (&x)[64], float f) {
 #pragma unroll
   for (unsigned i = 0; i < 64; i++) x[i] *= f;
@@ -334,9 +338,9 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
         const float2 v = ld2_if(Sg != nullptr, Sg + (size_t)m * kDv + 8 * jn + 2 * t);
         s[4 * jn + 2 * hf] = v.x, s[4 * jn + 2 * hf + 1] = v.y;
       }
-    int sig = f16::rescale_by(group_max(amax64(s), sred, sw, 8, B_STATE, lane), 0, 5);
+    int sig = f16::rescale_by(group_max<8>(amax64(s), sred, sw, B_STATE, lane), 0, 5);
     scale64(s, f16::exp2i(sig));
-    put_b(s0 + S0, 8 * half + 2 * w, s, 1.0f, lane);
+    put_b(s0 + S0, 8 * half + 2 * w, s, 1.0f, 1.0f, lane);
     if (tid == 0) sigma[0] = sig;
     sm90::fence_proxy_async();
     sm90::bar_arrive(B_S_VAL, 384);
@@ -344,13 +348,19 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
     /* K^T as an MN-major A: this half's 64 rows of d start 8 core matrices on */
     const uint64_t dKt = sm90::desc_plain(s0 + SK + half * 1024, 2048, 128);
     const uint64_t dDn = sm90::desc_plain(s0 + VN, KC, 128);
+    int pend = 0; /* the last plane's exponent change, which the accumulators take with the decay */
     for (unsigned c = 0; c < nch; c++) {
       wait_in(c);
+      const float gl = ex2_ftz(reinterpret_cast<const float *>(smem + stage_of(c) + SG)[kCh - 1]);
       sm90::bar_sync(B_D_STATE, 384);
       const int k = kshift[c & 1];
-      const float gl = ex2_ftz(reinterpret_cast<const float *>(smem + stage_of(c) + SG)[kCh - 1]);
       sig += k;
-      scale64(s, gl * f16::exp2i(k));
+      if (k + pend >= -126 && k + pend <= 126) {
+        scale64(s, gl * f16::exp2i(k + pend));
+      } else { /* both far from 0 (a tiny v raised R's exponent as the state fell): two steps */
+        scale64(s, gl * f16::exp2i(k));
+        scale64(s, f16::exp2i(pend));
+      }
       sm90::pin(s);
       sm90::wgmma_fence();
       const uint64_t ka = dKt + (stage_of(c) >> 4);
@@ -361,13 +371,15 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       sm90::pin(s);
       done_in(c);
       sm90::bar_arrive(B_D_FREE, 512);
-      /* the next exponent (the maxima by parity: a warp a chunk ahead writes the other slot) */
-      const int d = f16::rescale_by(group_max(amax64(s), sred + 8 * ((c + 1) & 1), sw, 8, B_STATE, lane), sig, 5);
-      sig += d;
-      scale64(s, f16::exp2i(d));
+      if (c + 1 < nch) {
+        /* the next plane's exponent (the maxima by parity: a warp a chunk ahead writes the other
+         * slot); the plane is S times 2^pend, the accumulators take it with the next decay */
+        pend = f16::rescale_by(group_max<8>(amax64(s), sred + 8 * ((c + 1) & 1), sw, B_STATE, lane), sig, 5);
+        sig += pend;
+      }
       if (c >= 1) sm90::bar_sync((c - 1) & 1 ? B_S_FREE1 : B_S_FREE0, 384); /* Q S of chunk c - 1 read this plane */
       if (c + 1 < nch) {
-        put_b(s0 + S0 + ((c + 1) & 1) * kSPlane, 8 * half + 2 * w, s, 1.0f, lane);
+        put_b(s0 + S0 + ((c + 1) & 1) * kSPlane, 8 * half + 2 * w, s, f16::exp2i(pend), f16::exp2i(pend), lane);
         if (tid == 0) sigma[(c + 1) & 1] = sig;
         sm90::fence_proxy_async();
         sm90::bar_arrive(B_S_VAL, 384);
@@ -406,14 +418,18 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
 #pragma unroll
       for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<128>::run(a, dK + kb * kStepK, dSc + kb * kStepB);
       sm90::wgmma_commit();
+      /* V's words while the product runs */
+      const uint4 *vp = reinterpret_cast<const uint4 *>(smem + st + SV) + (8 * w) * 32 + lane;
+      uint4 vv[8];
+#pragma unroll
+      for (unsigned m = 0; m < 8; m++) vv[m] = vp[32 * m];
       sm90::wgmma_wait0();
       sm90::pin(a);
       /* R = V 2^sig - e^G (K S 2^sig), zero past L */
       const float fs = f16::exp2i(sig);
-      const uint4 *vp = reinterpret_cast<const uint4 *>(smem + st + SV) + (8 * w) * 32 + lane;
 #pragma unroll
       for (unsigned m = 0; m < 8; m++) {
-        const uint4 v = vp[32 * m];
+        const uint4 v = vv[m];
         const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (unsigned q = 0; q < 4; q++) {
@@ -430,13 +446,13 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
        * a zero state: half's subnormals would keep few of R's bits) moves e for this chunk */
       int k = 0;
       {
-        const float mr = group_max(amax64(a), vred, w, 4, B_VAL, lane);
+        const float mr = group_max<4>(amax64(a), vred, w, B_VAL, lane);
         if (mr >= 32768.0f || mr < 0.125f) {
           k = f16::rescale_by(mr, sig, 5);
           scale64(a, f16::exp2i(k));
         }
       }
-      put_b(s0 + VN, 2 * w, a, 1.0f, lane);
+      put_b(s0 + VN, 2 * w, a, 1.0f, 1.0f, lane);
       sm90::fence_proxy_async();
       sm90::bar_sync(B_VAL, 128);
       sm90::wgmma_fence();
@@ -448,18 +464,20 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       sm90::pin(a);
       done_in(c);
       if (sm90::bar_any(B_VAL, 128, amax64(a) >= 32768.0f)) {
-        const int k2 = f16::rescale_by(group_max(amax64(a), vred + 4, w, 4, B_VAL, lane), sig + k, 5);
+        const int k2 = f16::rescale_by(group_max<4>(amax64(a), vred + 4, w, B_VAL, lane), sig + k, 5);
         scale64(a, f16::exp2i(k2));
         k += k2;
       }
       if (tid == 128) kshift[c & 1] = k;
-      if (c > 0) sm90::bar_sync(B_D_FREE, 512);
-      put_b(s0 + VD, 2 * w, a, 1.0f, lane);
-#pragma unroll
-      for (unsigned i = 0; i < 64; i++) a[i] *= (i & 2) ? db : da; /* rows ra, rb: e^(G_L - G) */
-      put_b(s0 + VN, 2 * w, a, 1.0f, lane);
+      /* Dn for the state first (the chain), into the plane R was in: the state's last read of it,
+       * chunk c - 1's K^T Dn, ended before it put S for this chunk */
+      put_b(s0 + VN, 2 * w, a, da, db, lane); /* rows ra, rb times e^(G_L - G) */
       sm90::fence_proxy_async();
       sm90::bar_arrive(B_D_STATE, 384);
+      /* then D for the outputs, once their M D of chunk c - 1 is done */
+      if (c > 0) sm90::bar_sync(B_D_FREE, 512);
+      put_b(s0 + VD, 2 * w, a, 1.0f, 1.0f, lane);
+      sm90::fence_proxy_async();
       sm90::bar_arrive(B_D_OUT0 + (c & 1), 256);
     }
     sm90::bar_sync(B_D_FREE, 512);
