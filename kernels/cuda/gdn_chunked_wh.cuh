@@ -21,10 +21,10 @@
  *   warpgroup 1 (the values): P = K S, R = V - e^G P into a plane, D = Tb R, D and
  *     Dn = e^(G_L - G) D into planes;
  *   warpgroup 2 (the outputs): M from Q K^T into a plane, O = e^G (Q S) + M D, O staged in
- *     shared memory and stored row by row by the bulk engine; its first thread also brings
- *     each chunk's inputs into one of two stages (two bulk copies) once every warpgroup is
- *     done with the chunk two before (a loader warp of its own would cap the block's
- *     registers at 96: 544 threads; the chain's warpgroups spilled).
+ *     shared memory by rows and stored in 16-byte words; its first thread also brings each
+ *     chunk's inputs into one of two stages (two bulk copies) once S of the chunk before is
+ *     out (every warpgroup is then done with the chunk two before; a loader warp of its own
+ *     would cap the block's registers at 96: 544 threads; the chain's warpgroups spilled).
  * The chain a chunk is S plane -> K S -> R plane -> Tb R -> Dn plane -> K^T Dn -> S plane; the
  * outputs' work runs beside it (S in two planes, each consumer its own barriers).
  *
@@ -72,7 +72,9 @@ enum : unsigned {
   B_S_VAL = 1,   /* S ready for the values: the state arrives (384) */
   B_D_STATE = 2, /* D ready for the state: the values arrive (384) */
   B_S_FREE0 = 3, /* S plane 0 / 1 read by Q S: the outputs arrive (384) */
-  B_D_FREE = 4,  /* D's planes read: the state and the outputs arrive (512) */
+  B_D_FREE = 4,  /* D's plane read by M D: the outputs arrive (256).  (Dn's, the state's operand, is
+                    free once the state has put S: B_S_VAL.  With the state arriving here too, its
+                    arrival for chunk c could complete the phase of chunk c - 1 before the outputs'.) */
   B_VAL = 5,     /* the values warpgroup's own (128) */
   B_OUT = 6,     /* the outputs warpgroup's own (128) */
   B_S_FREE1 = 7,
@@ -370,7 +372,6 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       sm90::wgmma_wait0();
       sm90::pin(s);
       done_in(c);
-      sm90::bar_arrive(B_D_FREE, 512);
       if (c + 1 < nch) {
         /* the next plane's exponent (the maxima by parity: a warp a chunk ahead writes the other
          * slot); the plane is S times 2^pend, the accumulators take it with the next decay */
@@ -475,12 +476,12 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       sm90::fence_proxy_async();
       sm90::bar_arrive(B_D_STATE, 384);
       /* then D for the outputs, once their M D of chunk c - 1 is done */
-      if (c > 0) sm90::bar_sync(B_D_FREE, 512);
+      if (c > 0) sm90::bar_sync(B_D_FREE, 256);
       put_b(s0 + VD, 2 * w, a, 1.0f, 1.0f, lane);
       sm90::fence_proxy_async();
       sm90::bar_arrive(B_D_OUT0 + (c & 1), 256);
     }
-    sm90::bar_sync(B_D_FREE, 512);
+    sm90::bar_sync(B_D_FREE, 256);
   } else if (wg == 2) { /* the outputs */
     float a[64], pq[32];
     const uint64_t dS = sm90::desc_plain(s0 + S0, KC, 128), dD = sm90::desc_plain(s0 + VD, KC, 128);
@@ -494,8 +495,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       const float *G2 = reinterpret_cast<const float *>(smem + st + SG);
       const float ga = G2[ra], gb = G2[rb];
       const uint64_t dQ = sm90::desc_plain(s0 + st + SQ, 128, 2048), dK = sm90::desc_plain(s0 + st + SK, 128, 2048);
-      if (w == 0) sm90::bulk_wait_read(); /* the last chunk's O left the stage */
-      sm90::bar_sync(B_OUT, 128);
+      sm90::bar_sync(B_OUT, 128); /* the last chunk's O has left the stage */
       /* M = lower((Q K^T) e^(G_r - G_c)) into its plane */
       sm90::wgmma_fence();
       sm90::wgmma_f16x<64>::first(pq, dQ, dK);
@@ -513,6 +513,14 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       sm90::fence_proxy_async();
       sm90::bar_sync(B_OUT, 128);
       sm90::bar_sync(B_S_OUT0 + (c & 1), 384);
+      /* S of chunk c is out, so the state is done with chunk c - 1 (and so is everyone): chunk
+       * c + 1 into its stage, a chain step before the values need it (waited for only at the
+       * end of each chunk, the copies came late and the state and the values waited for them) */
+      if (tid == 256 && c >= 1 && c + 1 < nch) {
+        sm90::mbar_wait(&empty[(c - 1) & 1], ((c - 1) >> 1) & 1);
+        load_in(c + 1);
+      }
+      __syncwarp();
       const int sig = sigma[c & 1];
       const uint64_t dSc = dS + (((c & 1) * kSPlane) >> 4);
       sm90::wgmma_fence();
@@ -536,21 +544,21 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       sm90::wgmma_wait0();
       sm90::pin(a);
       done_in(c);
-      sm90::bar_arrive(B_D_FREE, 512);
-      if (tid == 256 && c + 2 < nch) { /* chunk c + 2 into this stage once every warpgroup is done with it */
-        sm90::mbar_wait(&empty[c & 1], (c >> 1) & 1);
-        load_in(c + 2);
-      }
-      __syncwarp(); /* the warp together again for stmatrix */
+      sm90::bar_arrive(B_D_FREE, 256);
+      /* O out: staged by rows (stmatrix), then 16-byte words, a row's 16 by 16 threads (the bulk
+       * engine's row copies, one a lane, were issued lane after lane: ~2/3 of this warpgroup's
+       * step) */
       put_o(s0 + PO, w, a, f16::exp2i(-(sig + k)), lane);
-      sm90::fence_proxy_async();
       sm90::bar_sync(B_OUT, 128);
-      if (w == 0) {
-        for (unsigned rr = lane; rr < L; rr += 32)
-          sm90::bulk_store(o + (t0 + rr) * ld + (size_t)h * kDv, smem + PO + rr * kOLd, kDv * 2);
-        sm90::bulk_commit();
+      const unsigned tw = tid % 128;
+#pragma unroll
+      for (unsigned i = 0; i < 8; i++) {
+        const unsigned rr = 8 * i + tw / 16, cw = tw % 16;
+        if (rr < L) {
+          const uint4 v = *reinterpret_cast<const uint4 *>(smem + PO + rr * kOLd + 16 * cw);
+          *reinterpret_cast<uint4 *>(o + (t0 + rr) * ld + (size_t)h * kDv + 8 * cw) = v;
+        }
       }
     }
-    if (w == 0) sm90::bulk_wait_all(); /* O written before the block ends */
   }
 }
