@@ -80,7 +80,9 @@ enum : unsigned {
   B_S_FREE1 = 7,
   B_S_OUT0 = 8, /* S ready for the outputs, planes 0 / 1 (384) */
   B_D_OUT0 = 10, /* D ready for the outputs, by parity (256) */
-  B_STATE = 12   /* the two state warpgroups' (256) */
+  B_STATE = 12,  /* the two state warpgroups' (256) */
+  B_KS0 = 13     /* K S of chunk c done, by parity: the values arrive, the outputs wait (256) before
+                    their Q S, which took the tensor cores from the chain's K S */
 };
 
 /* 16 accumulator rows (k chunks kc, kc + 1) of acc into a K-major B plane, the lane's first row
@@ -219,6 +221,8 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   {
     const size_t ld = (size_t)p.nv * p.dv;
     const uint16_t *v0 = vh + t0 * ld + (size_t)h * p.dv;
+    static_assert(kV / 16 % kBlock == 0, "whole rounds");
+#pragma unroll /* every load in flight at once (rolled, each round waited for its four: ~1/4 of phase 0) */
     for (unsigned i = l.tid; i < kV / 16; i += kBlock) {
       const unsigned w = i / 256, m = (i / 32) % 8, ln = i % 32, ra = 16 * w + ln / 4, rb = ra + 8;
       const unsigned c = 16 * m + 2 * (ln % 4);
@@ -233,6 +237,8 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   __syncthreads();
   /* q and k in half, once a key head: 16-byte words of 8 values, (tok, d) at qk_off */
   if (h % r == 0) {
+    static_assert(kPlaneQK / 16 % kBlock == 0, "whole rounds");
+#pragma unroll
     for (unsigned i = l.tid; i < kPlaneQK / 16; i += kBlock) {
       const unsigned tok = (i / 128) * 8 + i % 8, d = 8 * ((i / 8) % 16);
       const bool in = tok < L;
@@ -426,6 +432,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       for (unsigned m = 0; m < 8; m++) vv[m] = vp[32 * m];
       sm90::wgmma_wait0();
       sm90::pin(a);
+      sm90::bar_arrive(B_KS0 + (c & 1), 256);
       /* R = V 2^sig - e^G (K S 2^sig), zero past L */
       const float fs = f16::exp2i(sig);
 #pragma unroll
@@ -522,6 +529,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       }
       __syncwarp();
       const int sig = sigma[c & 1];
+      sm90::bar_sync(B_KS0 + (c & 1), 256);
       const uint64_t dSc = dS + (((c & 1) * kSPlane) >> 4);
       sm90::wgmma_fence();
       sm90::wgmma_f16x<128>::first(a, dQ, dSc);
