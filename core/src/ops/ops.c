@@ -652,22 +652,31 @@ static int chunked_f16(const metrale_ops *o) {
 }
 
 /* Both phases by the whole-head kernel (delta_rule_prefill_chunked_wh_prep, then
- * delta_rule_prefill_chunked_wh: a block a (sequence, value head), the inputs read once a head;
- * docs/perf-prefill.md part 23) where the backend has them, for v in half, dk = dv = 128 and
- * an o it can store by the bulk engine; the fp16 kernel elsewhere.  METRALE_NO_WHOLE_HEAD=1
- * turns it off (metrale_ops_init), for A/B timing. */
-static int chunked_wh(const metrale_ops *o, uint32_t dk, uint32_t dv, gpu_ptr out) {
-  return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_prep) && has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh) &&
-         chunked_f16(o) && dk == 128 && dv == 128 && out % 16 == 0;
+ * delta_rule_prefill_chunked_wh: a block a (sequence, value head) that reads a chunk's inputs
+ * once and makes everything but the solve itself; docs/perf-prefill.md part 23) where the
+ * backend has them, for v in half, dk = dv = 128, a 16-byte aligned o, and enough blocks: its
+ * chunk step (~3 us, a block an SM) is shorter than the fp16 kernel's for a whole head, but
+ * one sequence of nv = 32 heads keeps 32 SMs busy.  On an H100 at 16384 tokens (32 value
+ * heads) it took 1145 us as one sequence against the fp16 kernel's 925, and 741 / 542 / 558 /
+ * 621 us as 2 / 4 / 8 / 32 against 997 / 1252 / 1058 / 934; so from a third of the SMs in
+ * blocks (s nv >= SMs / 3: 44 on 132 SMs; s = 0: the path report's "where it pays").
+ * METRALE_NO_WHOLE_HEAD=1 takes it out (metrale_ops_init), to time one against the other. */
+static int chunked_wh(const metrale_ops *o, uint32_t dk, uint32_t dv, gpu_ptr out, uint32_t s, uint32_t nv) {
+  const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
+  return has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_prep) &&
+         has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh) && chunked_f16(o) && dk == 128 && dv == 128 &&
+         out % 16 == 0 && (s == 0 || 3 * (uint64_t)s * nv >= sms);
 }
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
-  if (v_half && chunked_wh(o, dk, dv, 0))
+  if (v_half && chunked_wh(o, dk, dv, 0, 0, 0))
     return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
-           "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv; fp16 operands "
-           "in the chunk step, the state f32 and scaled per chunk) when sequences average "
-           TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS) "+ tokens, else gdn.delta_rule_prefill";
+           "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv) where sequences "
+           "x value heads >= SMs/3, else gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
+           "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); both fp16 operands in the chunk step, the state "
+           "f32 and scaled per chunk; when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
+           "+ tokens, else gdn.delta_rule_prefill";
   if (v_half)
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh on v in IEEE half from the conv; fp16 operands "
@@ -759,7 +768,7 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
                          "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh do not take %u tokens in %u sequences "
                          "(dk = %u, dv = %u, workspace %s, vh at %#llx)", t, s, dk, dv, ws ? "given" : "none",
                          (unsigned long long)vh);
-  if (ws && chunked_pays(o, t, s, dk, dv) && vh && chunked_wh(o, dk, dv, out)) {
+  if (ws && chunked_pays(o, t, s, dk, dv) && vh && chunked_wh(o, dk, dv, out, s, nv)) {
     const uint64_t grid0 = chunked_chunks(t, s) * nv;
     if (grid0 > INT32_MAX)
       return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch", (unsigned long long)grid0);
