@@ -295,16 +295,20 @@ metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep(const gpu_arg *args) {
   return METRALE_OK;
 }
 
-/* the records widened from vh [T, nv*dv] (argument 14) */
-metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep_vh(const gpu_arg *args) {
-  METRALE_RETURN_IF_ERROR(f16_checks("delta_rule_prefill_chunked_f16_prep_vh", args, 1));
+/* the records widened from vh [T, nv*dv] (argument 14), 16-byte aligned */
+static metrale_status records_from_vh(const char *kernel, const gpu_arg *args) {
   if ((uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
-    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_f16_prep_vh: needs a 16-byte aligned vh");
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned vh", kernel);
   const size_t n = tokens_of(args) * cpu_arg_u(args, 10) * cpu_arg_u(args, 12);
   const uint16_t *vh = cpu_arg_p(args, 14);
   float *rec = cpu_arg_p(args, 7);
   for (size_t i = 0; i < n; i++) rec[i] = metrale_f16_to_f32(vh[i]);
   return METRALE_OK;
+}
+
+metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep_vh(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(f16_checks("delta_rule_prefill_chunked_f16_prep_vh", args, 1));
+  return records_from_vh("delta_rule_prefill_chunked_f16_prep_vh", args);
 }
 
 /* delta_rule_prefill_chunked_wh and its phase 0: the f16 kernel's op on v = vh with one phase
@@ -320,13 +324,7 @@ static metrale_status wh_checks(const char *kernel, const gpu_arg *args, uint32_
 
 metrale_status cpu_k_delta_rule_prefill_chunked_wh_prep(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh_prep", args, 0));
-  if ((uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
-    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh_prep: needs a 16-byte aligned vh");
-  const size_t n = tokens_of(args) * cpu_arg_u(args, 10) * cpu_arg_u(args, 12);
-  const uint16_t *vh = cpu_arg_p(args, 14);
-  float *rec = cpu_arg_p(args, 7);
-  for (size_t i = 0; i < n; i++) rec[i] = metrale_f16_to_f32(vh[i]);
-  return METRALE_OK;
+  return records_from_vh("delta_rule_prefill_chunked_wh_prep", args);
 }
 
 metrale_status cpu_k_delta_rule_prefill_chunked_wh(const gpu_arg *args) {

@@ -538,16 +538,11 @@ __device__ __forceinline__ void invert_unit_lower(const float *As, float *Xs, co
   __syncthreads();
 }
 
-/* Phase 0 of one (chunk, value head): the record.  F16: the fp16 core's record; VH (with F16):
- * V from vh IEEE half [T, nv*dv] instead of qkv's value columns. */
-template <bool F16 = false, bool VH = false>
-__device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
-                                           const float *beta, const int *cu, float *wsf,
-                                           const shape &p, const uint16_t *vh = nullptr) {
-  static_assert(F16 || !VH, "V in half only for the fp16 record");
-  const unsigned h = blockIdx.x % p.nv;
-  const size_t j = blockIdx.x / p.nv;
-  unsigned lo = 0, hi = p.s - 1; /* the last sequence whose chunks start at or before j */
+/* The chunk of phase-0 block row j (workspace chunk j): its first token t0 and length L; false
+ * where j is no sequence's chunk.  The last sequence whose chunks start at or before j, by
+ * bisection on first_chunk. */
+__device__ __forceinline__ bool chunk_at(const int *cu, const shape &p, size_t j, size_t &t0, unsigned &L) {
+  unsigned lo = 0, hi = p.s - 1;
   while (lo < hi) {
     const unsigned mid = (lo + hi + 1) / 2;
     if (first_chunk(cu, mid) <= j)
@@ -557,9 +552,45 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   }
   const size_t first = first_chunk(cu, lo);
   const int ts = cu[lo], te = cu[lo + 1];
-  if (first > j || te <= ts || (j - first) >= ((size_t)(te - ts) + kCh - 1) / kCh) return;
-  const size_t t0 = (size_t)ts + (j - first) * kCh;
-  const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+  if (first > j || te <= ts || (j - first) >= ((size_t)(te - ts) + kCh - 1) / kCh) return false;
+  t0 = (size_t)ts + (j - first) * kCh;
+  L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+  return true;
+}
+
+/* G: the inclusive prefix sum of g (gs[0..64), zero past the chunk's L tokens, so that G stays
+ * G_{L-1} there) for thread tid < 64 (0 elsewhere): a shuffle scan in each of the first two
+ * warps, then warp 0's total (through sw[0], which no thread reads again before the block's next
+ * barrier) added to warp 1's.  (A loop over the 64 tokens was a chain of 64 dependent
+ * shared-memory loads.)  Contains a barrier. */
+__device__ __forceinline__ float chunk_cumsum(const float *gs, float *sw, const lane_ids &l) {
+  float G = 0.0f;
+  if (l.tid < kCh) {
+    G = gs[l.tid];
+#pragma unroll
+    for (unsigned o = 1; o < 32; o <<= 1) {
+      const float v = __shfl_up_sync(0xffffffffu, G, o);
+      if ((l.tid & 31u) >= o) G += v;
+    }
+    if (l.tid == 31) sw[0] = G;
+  }
+  __syncthreads();
+  if (l.tid >= 32 && l.tid < kCh) G += sw[0];
+  return G;
+}
+
+/* Phase 0 of one (chunk, value head): the record.  F16: the fp16 core's record; VH (with F16):
+ * V from vh IEEE half [T, nv*dv] instead of qkv's value columns. */
+template <bool F16 = false, bool VH = false>
+__device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const float *g,
+                                           const float *beta, const int *cu, float *wsf,
+                                           const shape &p, const uint16_t *vh = nullptr) {
+  static_assert(F16 || !VH, "V in half only for the fp16 record");
+  const unsigned h = blockIdx.x % p.nv;
+  const size_t j = blockIdx.x / p.nv;
+  size_t t0;
+  unsigned L;
+  if (!chunk_at(cu, p, j, t0, L)) return;
   const unsigned kh = h / (p.nv / p.nk);
   const float *Q = qkv + t0 * p.C + (size_t)kh * p.dk;
   const float *K = qkv + t0 * p.C + (size_t)(p.nk + kh) * p.dk;
@@ -593,21 +624,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
   }
   __syncthreads();
-  /* G: the inclusive prefix sum of g over the chunk (tokens past L add nothing: G stays
-   * G_{L-1}), a shuffle scan in each of the first two warps, then warp 0's total added to
-   * warp 1's (a loop over the 64 tokens was a chain of 64 dependent shared-memory loads) */
-  float G = 0.0f;
-  if (l.tid < kCh) {
-    G = gs[l.tid];
-#pragma unroll
-    for (unsigned o = 1; o < 32; o <<= 1) {
-      const float v = __shfl_up_sync(0xffffffffu, G, o);
-      if ((l.tid & 31u) >= o) G += v;
-    }
-    if (l.tid == 31) sw[0] = G; /* sw is written only after the barriers below */
-  }
-  __syncthreads();
-  if (l.tid >= 32 && l.tid < kCh) G += sw[0];
+  const float G = chunk_cumsum(gs, sw, l);
   const float G2 = G * kLog2e; /* the decays below are powers of 2 (one MUFU.EX2 each) */
   if (l.tid < kCh) gs[l.tid] = G2;
   __syncthreads();

@@ -159,19 +159,9 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   using namespace wh;
   const unsigned h = blockIdx.x % p.nv;
   const size_t j = blockIdx.x / p.nv;
-  unsigned lo = 0, hi = p.s - 1; /* the last sequence whose chunks start at or before j */
-  while (lo < hi) {
-    const unsigned mid = (lo + hi + 1) / 2;
-    if (first_chunk(cu, mid) <= j)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const size_t first = first_chunk(cu, lo);
-  const int ts = cu[lo], te = cu[lo + 1];
-  if (first > j || te <= ts || (j - first) >= ((size_t)(te - ts) + kCh - 1) / kCh) return;
-  const size_t t0 = (size_t)ts + (j - first) * kCh;
-  const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+  size_t t0;
+  unsigned L;
+  if (!chunk_at(cu, p, j, t0, L)) return;
   const unsigned r = p.nv / p.nk, kh = h / r;
   const float *Q = qkv + t0 * p.C + (size_t)kh * p.dk;
   const float *K = qkv + t0 * p.C + (size_t)(p.nk + kh) * p.dk;
@@ -199,18 +189,7 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
     bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
   }
   __syncthreads();
-  float G = 0.0f; /* G's inclusive prefix sum, as prep_chunk */
-  if (l.tid < kCh) {
-    G = gs[l.tid];
-#pragma unroll
-    for (unsigned o = 1; o < 32; o <<= 1) {
-      const float v = __shfl_up_sync(0xffffffffu, G, o);
-      if ((l.tid & 31u) >= o) G += v;
-    }
-    if (l.tid == 31) sw[0] = G;
-  }
-  __syncthreads();
-  if (l.tid >= 32 && l.tid < kCh) G += sw[0];
+  const float G = chunk_cumsum(gs, sw, l);
   if (l.tid < kCh) {
     gs[l.tid] = G * kLog2e;
     reinterpret_cast<float *>(recB + kBG)[l.tid] = G * kLog2e;

@@ -262,16 +262,21 @@ Test(gdn, delta_rule_prefill) {
  * delta_rule_prefill_chunked_prep (more blocks per multiprocessor) and
  * delta_rule_prefill_chunked_wg (phase 1 on warpgroup MMAs, 32 value columns a block only).
  * Phase 0 by id, phase 1 by id1, with cols_min..32 value columns per phase-1 block. */
+/* The chunked cases' sequence sets */
+static const int32_t lens_a[] = {0, 1, 63, 64, 65, 200}, lens_b[] = {130}, lens_c[] = {1, 2, 1},
+                     lens_d[] = {128, 0, 191};
+typedef struct {
+  const int32_t *lens;
+  uint32_t n;
+} seq_set;
+static const seq_set chunked_seqs[] = {{lens_a, 6}, {lens_b, 1}, {lens_c, 3}, {lens_d, 3}};
+#define N_CHUNKED_SEQS (sizeof chunked_seqs / sizeof chunked_seqs[0])
+
 static void chunked_cases_cols(metrale_kernel_id id, metrale_kernel_id id1, uint32_t cols_min) {
   CF_BEGIN(ctx, kern, id);
-  static const int32_t lens_a[] = {0, 1, 63, 64, 65, 200}, lens_b[] = {130}, lens_c[] = {1, 2, 1},
-                       lens_d[] = {128, 0, 191};
-  static const struct {
-    const int32_t *lens;
-    uint32_t n;
-  } cases[] = {{lens_a, 6}, {lens_b, 1}, {lens_c, 3}, {lens_d, 3}};
+  const seq_set *cases = chunked_seqs;
   for (size_t hi = 0; hi < NHEADS; hi++)
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+    for (size_t ci = 0; ci < N_CHUNKED_SEQS; ci++)
       for (uint32_t cols = cols_min; cols <= 32; cols += 16) { /* kernels.def: columns per block */
         const heads *h = &head_shapes[hi];
         int32_t cu[8] = {0};
@@ -329,17 +334,22 @@ Test(gdn, delta_rule_prefill_chunked_wg) {
  * step: the states, chosen before that chunk's U is seen, are near 1), and v growing and
  * shrinking 16-fold a chunk (with these gates S follows v's last tokens: each S plane put
  * with the last plane's exponent lands above [2^3, 2^7), or below, and is put again) */
+static const struct {
+  float range;
+  uint32_t from;
+  float ramp;
+} f16_ranges[] = {{1.0f, 0, 0.0f}, {32768.0f, 0, 0.0f}, {0x1p-20f, 0, 0.0f}, {32768.0f, 100, 0.0f},
+                  {1.0f, 0, 4.0f}, {1.0f, 0, -4.0f}};
+#define N_F16_RANGES (sizeof f16_ranges / sizeof f16_ranges[0])
+static void set_range(size_t i) {
+  v_range = f16_ranges[i].range;
+  v_from = f16_ranges[i].from;
+  v_ramp = f16_ranges[i].ramp;
+}
+
 static void f16_cases(metrale_kernel_id id0) {
-  static const struct {
-    float range;
-    uint32_t from;
-    float ramp;
-  } cases[] = {{1.0f, 0, 0.0f}, {32768.0f, 0, 0.0f}, {0x1p-20f, 0, 0.0f}, {32768.0f, 100, 0.0f},
-               {1.0f, 0, 4.0f}, {1.0f, 0, -4.0f}};
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    v_range = cases[i].range;
-    v_from = cases[i].from;
-    v_ramp = cases[i].ramp;
+  for (size_t i = 0; i < N_F16_RANGES; i++) {
+    set_range(i);
     chunked_cases_cols(id0, METRALE_K_delta_rule_prefill_chunked_f16, 32);
   }
   v_ramp = 0.0f;
@@ -395,29 +405,16 @@ Test(gdn, delta_rule_prefill_chunked_f16_prep_vh) {
 Test(gdn, delta_rule_prefill_chunked_wh) {
   CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_wh_prep);
   static const heads hs[] = {{1, 1, 128, 128}, {1, 2, 128, 128}, {2, 4, 128, 128}};
-  static const int32_t lens_a[] = {0, 1, 63, 64, 65, 200}, lens_b[] = {130}, lens_c[] = {1, 2, 1},
-                       lens_d[] = {128, 0, 191};
-  static const struct {
-    const int32_t *lens;
-    uint32_t n;
-  } cases[] = {{lens_a, 6}, {lens_b, 1}, {lens_c, 3}, {lens_d, 3}};
-  static const struct {
-    float range;
-    uint32_t from;
-    float ramp;
-  } ranges[] = {{1.0f, 0, 0.0f}, {32768.0f, 0, 0.0f}, {0x1p-20f, 0, 0.0f}, {32768.0f, 100, 0.0f},
-                {1.0f, 0, 4.0f}, {1.0f, 0, -4.0f}};
-  for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
-    v_range = ranges[ri].range;
-    v_from = ranges[ri].from;
-    v_ramp = ranges[ri].ramp;
+  const seq_set *cases = chunked_seqs;
+  for (size_t ri = 0; ri < N_F16_RANGES; ri++) {
+    set_range(ri);
     for (size_t hi = 0; hi < sizeof hs / sizeof hs[0]; hi++)
-      for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+      for (size_t ci = 0; ci < N_CHUNKED_SEQS; ci++) {
         if (ri > 0 && (hi > 0 || ci > 1)) continue; /* the range cases on one head, two sequence sets */
         int32_t cu[8] = {0};
         for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
-        snprintf(ctx.shape, sizeof ctx.shape, "wh range=%g from=%u ramp=%g S=%u T=%d nk=%u nv=%u", ranges[ri].range,
-                 ranges[ri].from, ranges[ri].ramp, cases[ci].n, cu[cases[ci].n], hs[hi].nk, hs[hi].nv);
+        snprintf(ctx.shape, sizeof ctx.shape, "wh range=%g from=%u ramp=%g S=%u T=%d nk=%u nv=%u", v_range, v_from,
+                 v_ramp, cases[ci].n, cu[cases[ci].n], hs[hi].nk, hs[hi].nv);
         run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep, METRALE_K_delta_rule_prefill_chunked_wh,
                     kern, &hs[hi], cases[ci].n, cu, cases[ci].n + 2, 128);
       }
