@@ -558,12 +558,19 @@ __device__ __forceinline__ bool chunk_at(const int *cu, const shape &p, size_t j
   return true;
 }
 
-/* G: the inclusive prefix sum of g (gs[0..64), zero past the chunk's L tokens, so that G stays
- * G_{L-1} there) for thread tid < 64 (0 elsewhere): a shuffle scan in each of the first two
- * warps, then warp 0's total (through sw[0], which no thread reads again before the block's next
- * barrier) added to warp 1's.  (A loop over the 64 tokens was a chain of 64 dependent
- * shared-memory loads.)  Contains a barrier. */
-__device__ __forceinline__ float chunk_cumsum(const float *gs, float *sw, const lane_ids &l) {
+/* The chunk's g and beta of value head h into gs and bs (zero past its L tokens from t0), then
+ * G, the inclusive prefix sum of g (G_{L-1} past L), for thread tid < 64 (0 elsewhere): a
+ * shuffle scan in each of the first two warps, then warp 0's total (through sw[0], which no
+ * thread reads again before the block's next barrier) added to warp 1's.  (A loop over the 64
+ * tokens was a chain of 64 dependent shared-memory loads.)  Contains two barriers. */
+__device__ __forceinline__ float chunk_gates(float *gs, float *bs, float *sw, const float *g, const float *beta,
+                                             size_t t0, unsigned L, unsigned h, const shape &p, const lane_ids &l) {
+  if (l.tid < kCh) {
+    const bool in = l.tid < L;
+    gs[l.tid] = in ? g[(t0 + l.tid) * p.nv + h] : 0.0f;
+    bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
+  }
+  __syncthreads();
   float G = 0.0f;
   if (l.tid < kCh) {
     G = gs[l.tid];
@@ -618,13 +625,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     }
     sm80::cp_commit();
   }
-  if (l.tid < kCh) {
-    const bool in = l.tid < L;
-    gs[l.tid] = in ? g[(t0 + l.tid) * p.nv + h] : 0.0f;
-    bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
-  }
-  __syncthreads();
-  const float G = chunk_cumsum(gs, sw, l);
+  const float G = chunk_gates(gs, bs, sw, g, beta, t0, L, h, p, l);
   const float G2 = G * kLog2e; /* the decays below are powers of 2 (one MUFU.EX2 each) */
   if (l.tid < kCh) gs[l.tid] = G2;
   __syncthreads();

@@ -183,13 +183,7 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
     }
     sm80::cp_commit();
   }
-  if (l.tid < kCh) {
-    const bool in = l.tid < L;
-    gs[l.tid] = in ? g[(t0 + l.tid) * p.nv + h] : 0.0f;
-    bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
-  }
-  __syncthreads();
-  const float G = chunk_cumsum(gs, sw, l);
+  const float G = chunk_gates(gs, bs, sw, g, beta, t0, L, h, p, l);
   if (l.tid < kCh) {
     gs[l.tid] = G * kLog2e;
     reinterpret_cast<float *>(recB + kBG)[l.tid] = G * kLog2e;
