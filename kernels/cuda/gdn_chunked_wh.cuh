@@ -52,9 +52,6 @@ static_assert(kRecA + kRecB <= 147584, "a (chunk, value head) takes no more work
  *   V: thread (warp w, lane) of the values warpgroup reads its 64 accumulators' values as 8
  *     16-byte words at ((8 w + m) 32 + lane) 16, word m holding accumulators 8m .. 8m + 7;
  *   S, R, D, Dn [k, 128 columns]: B planes as gdn_chunked_wg16.cuh's put_plane writes them. */
-__device__ __forceinline__ unsigned qk_off(unsigned tok, unsigned d) {
-  return (((tok >> 3) * 16 + (d >> 3)) * 8 + (tok & 7)) * 16 + (d & 7) * 2;
-}
 constexpr unsigned KC = 16 * 128; /* an 8-row k chunk of a 128-column B plane */
 constexpr unsigned kSPlane = 16 * KC;
 constexpr unsigned kOLd = 272;    /* O's stage: rows of 256 bytes, 16 apart in banks */
@@ -208,7 +205,7 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   }
   sm80::cp_wait<0>();
   __syncthreads();
-  /* q and k in half, once a key head: 16-byte words of 8 values, (tok, d) at qk_off */
+  /* q and k in half, once a key head: 16-byte word i = ((tok/8) 16 + d/8) 8 + tok%8 holds (tok, d..d+7) */
   if (h % r == 0) {
     static_assert(kPlaneQK / 16 % kBlock == 0, "whole rounds");
 #pragma unroll
