@@ -1337,8 +1337,8 @@ delta_rule_prefill_chunked_wh_prep(bf16 *o, const float *qkv, const float *g, co
   shape p;
   if (phase != 0 || dk != kDk || dv != kDv || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv))
     return;
-  wh_prep(reinterpret_cast<float *>(smem_whp), qkv, g, beta, cu_seqlens, reinterpret_cast<unsigned char *>(ws), p,
-          vh);
+  (void)vh; /* phase 1 reads it */
+  wh_prep(reinterpret_cast<float *>(smem_whp), qkv, g, beta, cu_seqlens, reinterpret_cast<unsigned char *>(ws), p);
 }
 MK_CHECK(delta_rule_prefill_chunked_wh_prep, gdn_chunked);
 
@@ -1348,13 +1348,13 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 delta_rule_prefill_chunked_wh(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
                               const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
                               unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh) {
-  (void)qkv, (void)g, (void)beta, (void)vh;
+  (void)qkv, (void)g, (void)beta;
   extern __shared__ __align__(128) unsigned char smem_wh[];
   shape p;
-  if (phase != 1 || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
-      gridDim.x != s * nv)
+  if (phase != 1 || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 || (uintptr_t)vh % 16u != 0 ||
+      !shape_of(p, ws, s, nk, nv, dk, dv) || gridDim.x != s * nv)
     return;
-  wh_scan(smem_wh, o, state, cu_seqlens, slots, reinterpret_cast<const unsigned char *>(ws), p);
+  wh_scan(smem_wh, o, state, cu_seqlens, slots, reinterpret_cast<const unsigned char *>(ws), vh, p);
 }
 MK_CHECK(delta_rule_prefill_chunked_wh, gdn_chunked);
 #endif

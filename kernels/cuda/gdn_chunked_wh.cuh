@@ -9,22 +9,22 @@
  *   O = diag(e^G) (Q S) + M D               M = lower_with_diagonal((Q K^T) e^(G_i - G_j))
  *   S = e^(G_L) S + K^T (diag(e^(G_L - G)) D)
  * so a chunk reads q, k, v, Tb and G (56 KiB) where the fp16 kernel's phase 1 reads a record
- * of ~88 KiB made by a phase 0 that wrote it (docs/perf-prefill.md).
+ * of ~88 KiB made by a phase 0 that wrote it (docs/perf-prefill.md, part 23).
  *
  * Phase 0 (wh_prep, 128 threads, a block a (chunk, value head)): G, K K^T, A and T as
- * prep_chunk makes them, then Tb in IEEE half and the chunk's G; v packed in the order the
- * scan's threads read it; q and k in half (once a key head, by the block of its first value
- * head).  Phase 1 (wh_scan, 512 threads, a block a (sequence, value head)): four warpgroups,
+ * prep_chunk makes them, then Tb in IEEE half and the chunk's G; q and k in half (once a key
+ * head, by the block of its first value head).  v is read by phase 1 from vh, row by row.  Phase 1 (wh_scan, 512 threads, a block a (sequence, value head)): four warpgroups,
  * every product a wgmma from shared memory with IEEE half operands and f32 accumulators:
  *   warpgroups 0 and 3 (the state, dk rows 0..63 and 64..127, S in f32 accumulators):
  *     S = e^(G_L) S + K^T Dn, then S into its fp16 plane (two planes, by the chunk's parity);
  *   warpgroup 1 (the values): P = K S, R = V - e^G P into a plane, D = Tb R, D and
  *     Dn = e^(G_L - G) D into planes;
  *   warpgroup 2 (the outputs): M from Q K^T into a plane, O = e^G (Q S) + M D, O staged in
- *     shared memory by rows and stored in 16-byte words; its first thread also brings each
- *     chunk's inputs into one of two stages (two bulk copies) once S of the chunk before is
- *     out (every warpgroup is then done with the chunk two before; a loader warp of its own
- *     would cap the block's registers at 96: 544 threads; the chain's warpgroups spilled).
+ *     shared memory by rows and stored in 16-byte words; its warps also bring each chunk's
+ *     inputs into one of two stages (q, k, Tb and G by two bulk copies, v's rows a copy each,
+ *     16 rows a warp) once S of the chunk before is out (every warpgroup is then done with
+ *     the chunk two before; a loader warp of its own would cap the block's registers at 96:
+ *     544 threads; the chain's warpgroups spilled).
  * The chain a chunk is S plane -> K S -> R plane -> Tb R -> Dn plane -> K^T Dn -> S plane; the
  * outputs' work runs beside it (S in two planes, each consumer its own barriers).
  *
@@ -38,10 +38,10 @@
 namespace wh {
 constexpr unsigned kPlaneQK = kCh * kDk * 2; /* Q or K of a (chunk, key head) in half: 16 KiB */
 constexpr unsigned kRecA = 2 * kPlaneQK;     /* record A of a (chunk, key head): Q then K */
-constexpr unsigned kTb = kCh * kCh * 2, kV = kCh * kDv * 2;
-/* record B of a (chunk, value head): Tb, then V packed, then G log2(e) (64 floats) */
-constexpr unsigned kBTb = 0, kBV = kTb, kBG = kTb + kV, kRecB = kBG + kCh * 4;
-static_assert(kRecA % 128 == 0 && kRecB % 128 == 0, "records of whole 128-byte lines");
+constexpr unsigned kTb = kCh * kCh * 2;
+/* record B of a (chunk, value head): Tb, then G log2(e) (64 floats) */
+constexpr unsigned kBTb = 0, kBG = kTb, kRecB = kBG + kCh * 4;
+static_assert(kRecA % 128 == 0 && kRecB % 16 == 0, "records of whole 16-byte units");
 static_assert(kRecA + kRecB <= 147584, "a (chunk, value head) takes no more workspace than the f16 kernel's");
 
 /* Layouts (bytes), every plane made of 8x8 core matrices of 8 rows of 16 bytes:
@@ -49,20 +49,22 @@ static_assert(kRecA + kRecB <= 147584, "a (chunk, value head) takes no more work
  *     a plane is K-major for K S, Q S (A, m = tokens) and Q K^T (B, n = tokens) and MN-major
  *     for K^T Dn (A, m = d): core matrices 128 bytes apart along d, 2048 along tokens;
  *   Tb and M [64, 64]: (r, c) at ((r/8) 8 + c/8) 128 + (r%8) 16 + (c%8) 2 (K-major A);
- *   V: thread (warp w, lane) of the values warpgroup reads its 64 accumulators' values as 8
- *     16-byte words at ((8 w + m) 32 + lane) 16, word m holding accumulators 8m .. 8m + 7;
+ *   V [64 tokens, 128] in the stage: rows kVLd bytes apart (v's rows from vh by the bulk engine;
+ *     the 16 bytes of padding put a warp's 8 rows in distinct banks for the values' reads);
+ *   O's stage [64 tokens, 128] bf16: rows of 256 bytes, 16-byte word c of row r at c ^ (r % 8)
+ *     (stmatrix's 8 rows in distinct banks, without padding);
  *   S, R, D, Dn [k, 128 columns]: B planes as gdn_chunked_wg16.cuh's put_plane writes them. */
 constexpr unsigned KC = 16 * 128; /* an 8-row k chunk of a 128-column B plane */
 constexpr unsigned kSPlane = 16 * KC;
-constexpr unsigned kOLd = 272;    /* O's stage: rows of 256 bytes, 16 apart in banks */
+constexpr unsigned kVLd = 272; /* V's rows in the stage */
 /* shared memory of phase 1 */
-constexpr unsigned kStage = kRecA + kRecB; /* Q, K, Tb, V, G */
-constexpr unsigned SQ = 0, SK = kPlaneQK, STb = kRecA + kBTb, SV = kRecA + kBV, SG = kRecA + kBG;
+constexpr unsigned kStage = kRecA + kRecB + kCh * kVLd; /* Q, K, Tb, G, V */
+constexpr unsigned SQ = 0, SK = kPlaneQK, STb = kRecA + kBTb, SG = kRecA + kBG, SV = kRecA + kRecB;
 constexpr unsigned S0 = 2 * kStage, VD = S0 + 2 * kSPlane, VN = VD + 8 * KC, PO = VN + 8 * KC;
-constexpr unsigned EX = PO + kCh * kOLd; /* sigma[2], kshift[2], the state's maxima [2][8], the values' [2][4] */
+constexpr unsigned EX = PO + kCh * kDv * 2; /* sigma[2], kshift[2], the state's maxima [2][8], the values' [2][4] */
 constexpr unsigned BAR = EX + 128, END = BAR + 32;
-static_assert(8 * KC <= kCh * kOLd, "M's plane fits in O's stage");
-static_assert(S0 % 128 == 0 && EX % 16 == 0, "planes aligned");
+static_assert(8 * KC <= kCh * kDv * 2, "M's plane fits in O's stage");
+static_assert(kStage % 128 == 0 && S0 % 128 == 0 && EX % 16 == 0 && SV % 16 == 0, "planes aligned");
 
 /* Named barriers (sm90::bar_*), by the chunk's parity where one side can run a chunk ahead */
 enum : unsigned {
@@ -109,7 +111,7 @@ __device__ __forceinline__ void put_a64(uint32_t plane, unsigned w, const float 
     sm90::stmatrix_x4(plane + (2 * w + (i & 1u)) * 1024u + (nt + (i >> 1)) * 128u + j * 16u, h[0], h[1], h[2], h[3]);
   }
 }
-/* O's rows 16w.. of acc times sc, as bf16, into the row-major stage (rows kOLd bytes apart) */
+/* O's rows 16w.. of acc times sc, as bf16, into the stage (word c of row r at c ^ (r % 8)) */
 __device__ __forceinline__ void put_o(uint32_t stage, unsigned w, const float (&acc)[64], float sc, unsigned lane) {
   const unsigned i = lane >> 3, j = lane & 7u;
 #pragma unroll
@@ -117,7 +119,8 @@ __device__ __forceinline__ void put_o(uint32_t stage, unsigned w, const float (&
     uint32_t h[4];
 #pragma unroll
     for (unsigned m = 0; m < 4; m++) h[m] = bf16x2_rn(sc * acc[4 * nt + 2 * m], sc * acc[4 * nt + 2 * m + 1]);
-    sm90::stmatrix_x4(stage + (16 * w + 8 * (i & 1u) + j) * kOLd + (nt + (i >> 1)) * 16u, h[0], h[1], h[2], h[3]);
+    sm90::stmatrix_x4(stage + (16 * w + 8 * (i & 1u) + j) * 256u + (((nt + (i >> 1)) ^ j) * 16u), h[0], h[1], h[2],
+                      h[3]); /* row % 8 == j */
   }
 }
 /* The largest |x|: eight running maxima (a tree over a temporary array of 32 went to local
@@ -152,7 +155,7 @@ constexpr uint64_t kStepK = 256 >> 4, kStepTok = (2 * 2048) >> 4, kStepB = (2 * 
 
 /* Phase 0 of one (chunk, value head). */
 __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float *g, const float *beta, const int *cu,
-                                        unsigned char *ws, const shape &p, const uint16_t *vh) {
+                                        unsigned char *ws, const shape &p) {
   using namespace wh;
   const unsigned h = blockIdx.x % p.nv;
   const size_t j = blockIdx.x / p.nv;
@@ -184,24 +187,6 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   if (l.tid < kCh) {
     gs[l.tid] = G * kLog2e;
     reinterpret_cast<float *>(recB + kBG)[l.tid] = G * kLog2e;
-  }
-  /* v packed for the scan (rows past L zero): word i = (8 w + m) 32 + lane of the values'
-   * thread (w, lane), accumulators 8m .. 8m + 7: rows ra = 16w + lane/4 and ra + 8, columns
-   * 16m + 2 (lane%4) (+1) and 8 on */
-  {
-    const size_t ld = (size_t)p.nv * p.dv;
-    const uint16_t *v0 = vh + t0 * ld + (size_t)h * p.dv;
-    static_assert(kV / 16 % kBlock == 0, "whole rounds");
-#pragma unroll /* every load in flight at once (rolled, each round waited for its four: ~1/4 of phase 0) */
-    for (unsigned i = l.tid; i < kV / 16; i += kBlock) {
-      const unsigned w = i / 256, m = (i / 32) % 8, ln = i % 32, ra = 16 * w + ln / 4, rb = ra + 8;
-      const unsigned c = 16 * m + 2 * (ln % 4);
-      auto pair = [&](unsigned row, unsigned col) -> uint32_t {
-        return row < L ? *reinterpret_cast<const uint32_t *>(v0 + row * ld + col) : 0u;
-      };
-      *reinterpret_cast<uint4 *>(recB + kBV + 16 * i) =
-          make_uint4(pair(ra, c), pair(rb, c), pair(ra, c + 8), pair(rb, c + 8));
-    }
   }
   sm80::cp_wait<0>();
   __syncthreads();
@@ -268,7 +253,7 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
 
 /* Phase 1 of one (sequence, value head). */
 __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *state, const int *cu, const int *slots,
-                                        const unsigned char *ws, const shape &p) {
+                                        const unsigned char *ws, const uint16_t *vh, const shape &p) {
   using namespace wh;
   const unsigned tid = threadIdx.x, wg = tid / 128, w = (tid % 128) / 32, lane = tid % 32;
   const unsigned seq = blockIdx.x / p.nv, h = blockIdx.x % p.nv;
@@ -292,8 +277,21 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
     sm90::bulk_copy(b, recA + (size_t)c * p.nk * kRecA, kRecA, &full[c & 1]);
     sm90::bulk_copy(b + kRecA, recB + (size_t)c * p.nv * kRecB, kRecB, &full[c & 1]);
   };
-  if (tid == 0) {
-    for (unsigned b = 0; b < 2; b++) sm90::mbar_init_count(&full[b], 2), sm90::mbar_init_count(&empty[b], 4);
+  /* v's rows 16 w'.. of chunk c (those below its L) from vh into the stage, by the outputs' warp
+   * w' (its first lane: an arrival with their bytes, then a copy a row; rows past L stay as they
+   * were, and the values read them as zeros) */
+  const size_t ldv = (size_t)p.nv * p.dv;
+  auto load_v = [&](unsigned c, unsigned wq) {
+    const size_t t0 = (size_t)ts + (size_t)c * kCh;
+    const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+    const unsigned r0 = 16 * wq, r1 = L < r0 + 16 ? (L > r0 ? L : r0) : r0 + 16;
+    sm90::mbar_expect_tx(&full[c & 1], (r1 - r0) * kDv * 2);
+    for (unsigned r = r0; r < r1; r++)
+      sm90::bulk_copy_tx(smem + stage_of(c) + SV + r * kVLd, vh + (t0 + r) * ldv + (size_t)h * kDv, kDv * 2,
+                         &full[c & 1]);
+  };
+  if (tid == 0) { /* two copies and the outputs' four warps' arrivals a chunk */
+    for (unsigned b = 0; b < 2; b++) sm90::mbar_init_count(&full[b], 6), sm90::mbar_init_count(&empty[b], 4);
     sm90::mbar_init_fence();
     for (unsigned c = 0; c < 2 && c < nch; c++) load_in(c);
   }
@@ -395,11 +393,15 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
 #pragma unroll
       for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<128>::run(a, dK + kb * kStepK, dSc + kb * kStepB);
       sm90::wgmma_commit();
-      /* V's words while the product runs */
-      const uint4 *vp = reinterpret_cast<const uint4 *>(smem + st + SV) + (8 * w) * 32 + lane;
-      uint4 vv[8];
+      /* V's pairs of this thread's accumulators while the product runs: i = 8m + 2q is row ra
+       * (q even) or rb, columns 16m + 8 (q / 2) + 2t and on */
+      uint32_t vv[32];
 #pragma unroll
-      for (unsigned m = 0; m < 8; m++) vv[m] = vp[32 * m];
+      for (unsigned i = 0; i < 32; i++) {
+        const unsigned m = i / 4, q = i % 4;
+        vv[i] = *reinterpret_cast<const uint32_t *>(smem + st + SV + ((q & 1) ? rb : ra) * kVLd +
+                                                    (16 * m + 8 * (q >> 1) + 2 * t) * 2);
+      }
       sm90::wgmma_wait0();
       sm90::pin(a);
       sm90::bar_arrive(B_KS0 + (c & 1), 256);
@@ -407,11 +409,9 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       const float fs = f16::exp2i(sig);
 #pragma unroll
       for (unsigned m = 0; m < 8; m++) {
-        const uint4 v = vv[m];
-        const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (unsigned q = 0; q < 4; q++) {
-          const float2 x = f16x2_to_f32(vw[q]);
+          const float2 x = f16x2_to_f32(vv[4 * m + q]);
           const unsigned i = 8 * m + 2 * q; /* accumulators i, i + 1: row ra (q even) or rb */
           const bool upper = q & 1;
           const float e = upper ? eb : ea;
@@ -464,6 +464,9 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
     const uint64_t dS = sm90::desc_plain(s0 + S0, KC, 128), dD = sm90::desc_plain(s0 + VD, KC, 128);
     const uint64_t dM = sm90::desc_plain(s0 + PO, 128, 1024);
     const size_t ld = (size_t)p.nv * p.dv;
+    if (lane == 0)
+      for (unsigned c = 0; c < 2 && c < nch; c++) load_v(c, w);
+    __syncwarp();
     for (unsigned c = 0; c < nch; c++) {
       const size_t t0 = (size_t)ts + (size_t)c * kCh;
       const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
@@ -493,9 +496,10 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       /* S of chunk c is out, so the state is done with chunk c - 1 (and so is everyone): chunk
        * c + 1 into its stage, a chain step before the values need it (waited for only at the
        * end of each chunk, the copies came late and the state and the values waited for them) */
-      if (tid == 256 && c >= 1 && c + 1 < nch) {
+      if (lane == 0 && c >= 1 && c + 1 < nch) {
         sm90::mbar_wait(&empty[(c - 1) & 1], ((c - 1) >> 1) & 1);
-        load_in(c + 1);
+        if (w == 0) load_in(c + 1);
+        load_v(c + 1, w);
       }
       __syncwarp();
       const int sig = sigma[c & 1];
@@ -533,7 +537,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       for (unsigned i = 0; i < 8; i++) {
         const unsigned rr = 8 * i + tw / 16, cw = tw % 16;
         if (rr < L) {
-          const uint4 v = *reinterpret_cast<const uint4 *>(smem + PO + rr * kOLd + 16 * cw);
+          const uint4 v = *reinterpret_cast<const uint4 *>(smem + PO + rr * 256 + 16 * (cw ^ (rr & 7)));
           *reinterpret_cast<uint4 *>(o + (t0 + rr) * ld + (size_t)h * kDv + 8 * cw) = v;
         }
       }

@@ -58,14 +58,16 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   }
   if (strncmp(k, "delta_rule_prefill_chunked_wh", 29) == 0) { /* and _prep */
     const int prep = strcmp(k, "delta_rule_prefill_chunked_wh_prep") == 0;
-    const char *aligned = prep ? "vh" : "o";
     if (u32_arg(info, args, "phase") != (prep ? 0u : 1u))
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only %u)", k, u32_arg(info, args, "phase"), prep ? 0u : 1u);
     if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u, dv = %u (only 128)", k, u32_arg(info, args, "dk"),
                            u32_arg(info, args, "dv"));
-    if ((args[metrale_kernel_arg_index(info, aligned)].v.ptr & 15u) != 0)
-      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned %s", k, aligned);
+    for (int a = prep; a < 2; a++) { /* vh; and o where phase 1 stores it */
+      const char *name = a ? "vh" : "o";
+      if ((args[metrale_kernel_arg_index(info, name)].v.ptr & 15u) != 0)
+        return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned %s", k, name);
+    }
   }
   if (has(info, "kw") && u32_arg(info, args, "kw") == 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: kw must be >= 1", k);

@@ -255,6 +255,16 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t b
       : "memory");
 }
 
+/* bulk_copy without the arrival: the bytes count against the transaction count a thread's
+ * mbar_expect_tx announced on the barrier's current phase */
+__device__ __forceinline__ void bulk_copy_tx(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+
 /* bytes (a multiple of 16) of global memory at src (16-byte aligned) asked into L2: one
  * instruction for the whole range, no completion to wait for */
 __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_t bytes) {

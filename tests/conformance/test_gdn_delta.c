@@ -423,7 +423,7 @@ Test(gdn, delta_rule_prefill_chunked_wh) {
   v_range = 1.0f;
   v_from = 0;
   cf_close(&ctx);
-  /* refused: either kernel in the other's phase, dk 64, a vh or an o 8 bytes off 16-byte alignment */
+  /* refused: either kernel in the other's phase, dk 64, a vh (either phase) or an o 8 bytes off 16-byte alignment */
   static const struct {
     metrale_kernel_id id;
     uint32_t phase, dk;
@@ -434,7 +434,8 @@ Test(gdn, delta_rule_prefill_chunked_wh) {
              {METRALE_K_delta_rule_prefill_chunked_wh_prep, 0, 64, 36864, 4096, "dk 64"},
              {METRALE_K_delta_rule_prefill_chunked_wh, 1, 64, 36864, 4096, "dk 64"},
              {METRALE_K_delta_rule_prefill_chunked_wh_prep, 0, 128, 36872, 4096, "a misaligned vh"},
-             {METRALE_K_delta_rule_prefill_chunked_wh, 1, 128, 36864, 4104, "a misaligned o"}};
+             {METRALE_K_delta_rule_prefill_chunked_wh, 1, 128, 36864, 4104, "a misaligned o"},
+             {METRALE_K_delta_rule_prefill_chunked_wh, 1, 128, 36872, 4096, "a misaligned vh in phase 1"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CF_BEGIN(c2, k2, bad[i].id);
     const gpu_arg args[] = {gpu_arg_ptr(bad[i].o),  gpu_arg_ptr(8192),      gpu_arg_ptr(12288),
