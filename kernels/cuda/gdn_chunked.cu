@@ -1336,8 +1336,7 @@ delta_rule_prefill_chunked_wh_prep(bf16 *o, const float *qkv, const float *g, co
   extern __shared__ __align__(128) unsigned char smem_whp[];
   shape p;
   if (phase != 0 || dk != kDk || dv != kDv || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv))
-    return;
-  (void)vh; /* phase 1 reads it */
+    return; /* vh: phase 1 reads it */
   wh_prep(reinterpret_cast<float *>(smem_whp), qkv, g, beta, cu_seqlens, reinterpret_cast<unsigned char *>(ws), p);
 }
 MK_CHECK(delta_rule_prefill_chunked_wh_prep, gdn_chunked);
