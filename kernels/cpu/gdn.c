@@ -277,16 +277,21 @@ static void f16_records(const gpu_arg *args) {
   for (size_t tok = 0; tok < t; tok++) memcpy(rec + tok * nvdv, qkv + tok * c + 2 * (size_t)nk * dk, nvdv * sizeof *rec);
 }
 
+/* phase 1: the recurrence on the records' v */
+static metrale_status f16_phase1(const gpu_arg *args) {
+  const uint32_t nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
+  return prefill_v(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 7), (size_t)nv * dv, cpu_arg_p(args, 2),
+                   cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_p(args, 6),
+                   cpu_arg_u(args, 8), nk, nv, dk, dv);
+}
+
 metrale_status cpu_k_delta_rule_prefill_chunked_f16(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(f16_checks("delta_rule_prefill_chunked_f16", args, 0));
   if (cpu_arg_u(args, 13) == 0) {
     f16_records(args);
     return METRALE_OK;
   }
-  const uint32_t nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
-  return prefill_v(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 7), (size_t)nv * dv, cpu_arg_p(args, 2),
-                   cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_p(args, 6),
-                   cpu_arg_u(args, 8), nk, nv, dk, dv);
+  return f16_phase1(args);
 }
 
 metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep(const gpu_arg *args) {
@@ -331,8 +336,5 @@ metrale_status cpu_k_delta_rule_prefill_chunked_wh(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh", args, 1));
   if ((uintptr_t)cpu_arg_p(args, 0) % 16u != 0 || (uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh: needs a 16-byte aligned o and vh");
-  const uint32_t nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
-  return prefill_v(cpu_arg_p(args, 0), cpu_arg_p(args, 1), cpu_arg_p(args, 7), (size_t)nv * dv, cpu_arg_p(args, 2),
-                   cpu_arg_p(args, 3), cpu_arg_p(args, 4), cpu_arg_p(args, 5), cpu_arg_p(args, 6),
-                   cpu_arg_u(args, 8), nk, nv, dk, dv);
+  return f16_phase1(args);
 }

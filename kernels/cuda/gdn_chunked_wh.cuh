@@ -270,6 +270,11 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
   float *sred = reinterpret_cast<float *>(smem + EX + 16), *vred = sred + 16; /* [2][8], [2][4] */
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + BAR), *empty = full + 2;
   auto stage_of = [&](unsigned c) -> uint32_t { return (c & 1) * kStage; };
+  auto t0_of = [&](unsigned c) -> size_t { return (size_t)ts + (size_t)c * kCh; }; /* chunk c's first token */
+  auto len_of = [&](unsigned c) -> unsigned { /* and its tokens */
+    const size_t left = (size_t)te - t0_of(c);
+    return left < kCh ? (unsigned)left : kCh;
+  };
   /* chunk c's inputs into its stage, by one thread: records A and B */
   const unsigned char *recA = ws + (j0 * p.nk + kh) * kRecA, *recB = ws + nc * p.nk * kRecA + (j0 * p.nv + h) * kRecB;
   auto load_in = [&](unsigned c) {
@@ -282,8 +287,8 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
    * were, and the values read them as zeros) */
   const size_t ldv = (size_t)p.nv * p.dv;
   auto load_v = [&](unsigned c, unsigned wq) {
-    const size_t t0 = (size_t)ts + (size_t)c * kCh;
-    const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+    const size_t t0 = t0_of(c);
+    const unsigned L = len_of(c);
     const unsigned r0 = 16 * wq, r1 = L < r0 + 16 ? (L > r0 ? L : r0) : r0 + 16;
     sm90::mbar_expect_tx(&full[c & 1], (r1 - r0) * kDv * 2);
     for (unsigned r = r0; r < r1; r++)
@@ -377,8 +382,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
     float a[64];
     const uint64_t dS = sm90::desc_plain(s0 + S0, KC, 128), dR = sm90::desc_plain(s0 + VN, KC, 128);
     for (unsigned c = 0; c < nch; c++) {
-      const size_t left = (size_t)(te - ts) - (size_t)c * kCh;
-      const unsigned L = left < kCh ? (unsigned)left : kCh;
+      const unsigned L = len_of(c);
       wait_in(c);
       const uint32_t st = stage_of(c);
       const float *G2 = reinterpret_cast<const float *>(smem + st + SG);
@@ -468,8 +472,8 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       for (unsigned c = 0; c < 2 && c < nch; c++) load_v(c, w);
     __syncwarp();
     for (unsigned c = 0; c < nch; c++) {
-      const size_t t0 = (size_t)ts + (size_t)c * kCh;
-      const unsigned L = (size_t)te - t0 < kCh ? (unsigned)((size_t)te - t0) : kCh;
+      const size_t t0 = t0_of(c);
+      const unsigned L = len_of(c);
       wait_in(c);
       const uint32_t st = stage_of(c);
       const float *G2 = reinterpret_cast<const float *>(smem + st + SG);

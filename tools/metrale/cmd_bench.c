@@ -132,6 +132,14 @@ static double core_flops_per_token(const metrale_qwen3_config *g) {
   return g->nv * (2 * c * (3 * dk + 2 * dv) + 6 * dk * dv);
 }
 
+/* rows [0, blk) of dst (row_bytes each, already there) repeated over its rows [blk, T) */
+static metrale_status tile_rows(gpu_backend *be, gpu_ptr dst, uint64_t row_bytes, uint64_t blk, uint64_t T) {
+  metrale_status s = METRALE_OK;
+  for (uint64_t r = blk; !s && r < T; r += blk)
+    s = be->vt->copy_d2d(be, dst + r * row_bytes, dst, (T - r < blk ? T - r : blk) * row_bytes, NULL);
+  return s;
+}
+
 /* Each length's tokens as `seqs` sequences (their lengths differ by at most one; cmd_bench has
  * checked that no length is shorter than seqs), each from a state slot of its own: random v, g,
  * beta and states, q and k random then l2-normalised on the device by l2norm_qk, as the mixer
@@ -186,23 +194,22 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     if (!s && wsb) s = metrale_alloc(dev, wsb, &c.ws);
     gpu_ptr vh = 0;
     const uint64_t nvdv = (uint64_t)nv * dv, qk = 2ull * nk * dk;
-    if (!s) s = metrale_alloc(dev, (uint64_t)T * nvdv * 2, &vh);
+    if (!s && vhalf) s = metrale_alloc(dev, (uint64_t)T * nvdv * 2, &vh);
     c.slots = c.cu + 4 * ((uint64_t)seqs + 1);
     if (!s) {
       for (uint64_t j = 0; j < blk * C; j++) host[j] = core_uniform(&x, -1, 1);
       s = be->vt->copy_h2d(be, c.qkv, host, blk * C * 4, NULL);
-      for (uint64_t r = blk; !s && r < T; r += blk)
-        s = be->vt->copy_d2d(be, c.qkv + r * C * 4, c.qkv, (T - r < blk ? T - r : blk) * C * 4, NULL);
-      /* v's halves in place of the rows' first values (the rows are C >= nv*dv floats) */
-      uint16_t *h16 = (uint16_t *)host;
-      for (uint64_t r = 0; r < blk; r++)
-        for (uint64_t j = 0; j < nvdv; j++) h16[r * nvdv + j] = metrale_f32_to_f16_sat(host[r * C + qk + j]);
-      if (!s) s = be->vt->copy_h2d(be, vh, host, blk * nvdv * 2, NULL);
-      for (uint64_t r = blk; !s && r < T; r += blk)
-        s = be->vt->copy_d2d(be, vh + r * nvdv * 2, vh, (T - r < blk ? T - r : blk) * nvdv * 2, NULL);
+      if (!s) s = tile_rows(be, c.qkv, C * 4, blk, T);
+      if (vh) { /* v's halves in place of the rows' first values (the rows are C >= nv*dv floats) */
+        uint16_t *h16 = (uint16_t *)host;
+        for (uint64_t r = 0; r < blk; r++)
+          for (uint64_t j = 0; j < nvdv; j++) h16[r * nvdv + j] = metrale_f32_to_f16_sat(host[r * C + qk + j]);
+        if (!s) s = be->vt->copy_h2d(be, vh, host, blk * nvdv * 2, NULL);
+        if (!s) s = tile_rows(be, vh, nvdv * 2, blk, T);
+      }
       if (!s) s = be->vt->sync(be);
     }
-    if (!s && metrale_ops_v_half_fits(&ops, vh, c.ws, T, seqs, dk, dv)) c.vh = vh;
+    if (!s && vh && metrale_ops_v_half_fits(&ops, vh, c.ws, T, seqs, dk, dv)) c.vh = vh;
     if (!s) s = op_l2norm_qk(&ops, NULL, c.qkv, T, nk, dk, (uint32_t)C);
     if (!s) {
       /* fast: g in [-2, -0.01] (-0.375 a token on average: a chunk of 64 tokens scales the state

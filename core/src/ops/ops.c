@@ -749,13 +749,15 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
          P(state), P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase));
 }
 
-static metrale_status launch_wh(const metrale_ops *o, gpu_stream st, uint32_t phase, uint32_t grid, gpu_ptr out,
+static metrale_status launch_wh(const metrale_ops *o, gpu_stream st, uint32_t phase, uint64_t grid, gpu_ptr out,
                                 gpu_ptr qkv, gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots,
                                 gpu_ptr ws, uint32_t s, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh) {
+  if (grid > INT32_MAX)
+    return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch", (unsigned long long)grid);
   if (phase == 0)
-    LAUNCH(o, st, delta_rule_prefill_chunked_wh_prep, grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
+    LAUNCH(o, st, delta_rule_prefill_chunked_wh_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
            P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
-  LAUNCH(o, st, delta_rule_prefill_chunked_wh, grid, 1, P(out), P(qkv), P(g), P(beta), P(state), P(cu_seqlens),
+  LAUNCH(o, st, delta_rule_prefill_chunked_wh, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state), P(cu_seqlens),
          P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
 }
 
@@ -768,15 +770,13 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
                          "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh do not take %u tokens in %u sequences "
                          "(dk = %u, dv = %u, workspace %s, vh at %#llx)", t, s, dk, dv, ws ? "given" : "none",
                          (unsigned long long)vh);
-  if (ws && chunked_pays(o, t, s, dk, dv) && vh && chunked_wh(o, dk, dv, out, s, nv)) {
-    const uint64_t grid0 = chunked_chunks(t, s) * nv;
-    if (grid0 > INT32_MAX)
-      return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch", (unsigned long long)grid0);
-    METRALE_RETURN_IF_ERROR(launch_wh(o, st, 0, (uint32_t)grid0, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk,
-                                      nv, dk, dv, vh));
-    return launch_wh(o, st, 1, s * nv, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, vh);
-  }
   if (ws && chunked_pays(o, t, s, dk, dv)) {
+    if (vh && chunked_wh(o, dk, dv, out, s, nv)) {
+      METRALE_RETURN_IF_ERROR(launch_wh(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta, state, cu_seqlens,
+                                        slots, ws, s, nk, nv, dk, dv, vh));
+      return launch_wh(o, st, 1, (uint64_t)s * nv, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv,
+                       vh);
+    }
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
                                            state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, vh));
     uint32_t cols =
