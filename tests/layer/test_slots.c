@@ -206,11 +206,11 @@ Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
 /* A prefill of the models' heads (dk = dv = 128) on v in half takes the whole-head core where
  * sequences x value heads reach a third of the SMs (ops.c chunked_wh: on the H100 it beat the
  * fp16 kernel from two sequences of 32 heads, not at one), below that the whole-head core with
- * each sequence in segments where they pay (ops.c wh_segments: one sequence of 4 heads on 24 SMs
- * takes 7, two waves of 44 blocks then one of 24), else the fp16 kernel: here 2400 tokens (enough
- * for the half conv's rule at 24 SMs, ops.c conv_l2norm_shape_fits) as two sequences of 4 heads
- * on a backend claiming 24 SMs (8 blocks, 3 x 8 >= 24), then as one (4 blocks); the launches say
- * which path the ops took.  Each again with the whole-head kernel or the segments taken out of
+ * each sequence in segments where they pay (ops.c wh_segments: from 24 chunks a segment; one
+ * sequence of 4 heads and 75 chunks on 24 SMs takes 3, a wave of 12 blocks then one of 8), else
+ * the fp16 kernel: here 2400 tokens (enough for the half conv's rule at 24 SMs, ops.c
+ * conv_l2norm_shape_fits) as two sequences of 4 heads on a backend claiming 24 SMs (8 blocks,
+ * 3 x 8 >= 24), then 4800 as one (4 blocks); the launches say which path the ops took.  Each again with the whole-head kernel or the segments taken out of
  * the layer's ops (white box) takes the fp16 kernel: outputs and states within the two
  * fp16-class kernels' difference (on the cpu, which serves the rows with one exact code, the
  * same). */
@@ -221,8 +221,8 @@ Test(modes, prefill_takes_the_whole_head_core_from_a_third_of_the_sms) {
   be->caps.sm_count = 24;
   metrale_qwen3_config cfg;
   heads128_config(&cfg, 0);
-  float *x = lt_random_x(2400ull * cfg.hidden_size, 61);
-  const uint32_t lens2[] = {1300, 1100}, lens1[] = {2400};
+  float *x = lt_random_x(4800ull * cfg.hidden_size, 61);
+  const uint32_t lens2[] = {1300, 1100}, lens1[] = {4800};
   lt_run r[4]; /* two sequences, one; each with the whole-head path taken out */
   static const char *const what[] = {"two sequences of 4 heads on 24 SMs", "one sequence of 4 heads on 24 SMs",
                                      "two sequences, the whole-head kernel taken out",
