@@ -637,42 +637,27 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     else
       wh_scan<false>(smem, o, cu, wsb, vh, p, run);
   } else if (phase == 2) { /* 32 columns (k) of X_(j+1) = M_j X_j + F_j, row tid / 4, 8 columns a thread */
-    constexpr unsigned kLdM = kDk + 4; /* M_j's rows in shared memory: a warp's 8 rows in distinct banks */
-    float *ms = reinterpret_cast<float *>(smem), *xs = ms + kDk * kLdM; /* M_j [128][132], X_j's 32 columns [128][32] */
+    float *xs = reinterpret_cast<float *>(smem); /* X_j's 32 columns [128][32] */
     const unsigned row = threadIdx.x / 4, c0 = 32 * k + 8 * (threadIdx.x % 4), cs = 8 * (threadIdx.x % 4);
     float acc[8];
 #pragma unroll
     for (unsigned i = 0; i < 8; i++) acc[i] = X[(size_t)row * kDv + c0 + i];
     for (unsigned j = 1; j + 1 < nseg; j++) {
-      const float *Mj = X + (size_t)(2 * j) * kMat, *Fj = X + (size_t)(2 * j - 1) * kMat;
-      float4 mv[8]; /* M_j by the whole block, every load in flight at once (one at a time, the loads'
-                       latency was the step: 21 us, ncu) */
-#pragma unroll
-      for (unsigned i = 0; i < 8; i++) mv[i] = *reinterpret_cast<const float4 *>(Mj + 4 * (threadIdx.x + 512 * i));
 #pragma unroll
       for (unsigned i = 0; i < 8; i++) xs[row * 32 + cs + i] = acc[i];
+      __syncthreads();
+      const float *Mj = X + (size_t)(2 * j) * kMat, *Fj = X + (size_t)(2 * j - 1) * kMat;
 #pragma unroll
       for (unsigned i = 0; i < 8; i++) acc[i] = Fj[(size_t)row * kDv + c0 + i];
-#pragma unroll
-      for (unsigned i = 0; i < 8; i++) {
-        const unsigned e = 4 * (threadIdx.x + 512 * i);
-        *reinterpret_cast<float4 *>(ms + (e / kDk) * kLdM + e % kDk) = mv[i];
-      }
-      __syncthreads();
-#pragma unroll 4
       for (unsigned kk = 0; kk < kDk; kk += 4) {
-        const float4 mk = *reinterpret_cast<const float4 *>(ms + row * kLdM + kk);
-        const float m4[4] = {mk.x, mk.y, mk.z, mk.w};
+        const float4 mk = *reinterpret_cast<const float4 *>(Mj + (size_t)row * kDk + kk);
+        const float mv[4] = {mk.x, mk.y, mk.z, mk.w};
 #pragma unroll
-        for (unsigned q = 0; q < 4; q++) {
-          const float4 x0 = *reinterpret_cast<const float4 *>(xs + (kk + q) * 32 + cs);
-          const float4 x1 = *reinterpret_cast<const float4 *>(xs + (kk + q) * 32 + cs + 4);
-          const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        for (unsigned q = 0; q < 4; q++)
 #pragma unroll
-          for (unsigned i = 0; i < 8; i++) acc[i] = fmaf(m4[q], xv[i], acc[i]);
-        }
+          for (unsigned i = 0; i < 8; i++) acc[i] = fmaf(mv[q], xs[(kk + q) * 32 + cs + i], acc[i]);
       }
-      __syncthreads(); /* ms and xs read */
+      __syncthreads(); /* xs read */
       float *Xn = X + (size_t)(2 * j - 1) * kMat; /* over F_j, whose columns this thread alone read */
 #pragma unroll
       for (unsigned i = 0; i < 8; i++) Xn[(size_t)row * kDv + c0 + i] = acc[i];
