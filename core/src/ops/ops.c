@@ -706,8 +706,9 @@ const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t d
   if (v_half && chunked_wh(o, dk, dv, 0, 0, 0))
     return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
            "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv) where sequences "
-           "x value heads >= SMs/3, else, where it has sequences cut into segments (3 to 8) pay, as "
-           "gdn_chunked.delta_rule_prefill_chunked_wh_seg, else gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
+           "x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "
+           "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 24 chunks a segment, else "
+           "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); both fp16 operands in the chunk step, the state "
            "f32 and scaled per chunk; when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
            "+ tokens, else gdn.delta_rule_prefill";
