@@ -1353,9 +1353,34 @@ delta_rule_prefill_chunked_wh(bf16 *o, const float *qkv, const float *g, const f
   if (phase != 1 || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 || (uintptr_t)vh % 16u != 0 ||
       !shape_of(p, ws, s, nk, nv, dk, dv) || gridDim.x != s * nv)
     return;
-  wh_scan(smem_wh, o, state, cu_seqlens, slots, reinterpret_cast<const unsigned char *>(ws), vh, p);
+  const unsigned seq = blockIdx.x / nv, h = blockIdx.x % nv, n = wh_chunks(cu_seqlens, seq, p);
+  if (n == 0) return;
+  float *Sg = slots[seq] < 0 ? nullptr : state + ((size_t)slots[seq] * nv + h) * wh::kMat;
+  const wh_run run = {seq, h, 0, n, Sg, Sg, false, false};
+  wh_scan<true>(smem_wh, o, cu_seqlens, reinterpret_cast<const unsigned char *>(ws), vh, p, run);
 }
 MK_CHECK(delta_rule_prefill_chunked_wh, gdn_chunked);
+
+/* The same scan with each sequence in nseg segments (gdn_chunked_wh.cuh, wh_seg): three launches
+ * after delta_rule_prefill_chunked_wh_prep's phase 0. */
+static_assert(mk_block("delta_rule_prefill_chunked_wh_seg") == 512 &&
+                  mk_shared("delta_rule_prefill_chunked_wh_seg") == wh::END && 128 * 32 * 4 <= wh::END,
+              "kernels.def: the scan's block and shared memory (phase 2's 32 columns of X fit)");
+extern "C" __global__ void __launch_bounds__(512, 1)
+delta_rule_prefill_chunked_wh_seg(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
+                                  const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
+                                  unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh,
+                                  unsigned nseg) {
+  (void)qkv, (void)g, (void)beta;
+  extern __shared__ __align__(128) unsigned char smem_whs[];
+  shape p;
+  if (phase < 1 || phase > 3 || nseg < 3 || nseg > 8 || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 ||
+      (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
+      gridDim.x != s * nv * (phase == 1 ? 2 * nseg - 3 : phase == 2 ? 4 : nseg - 1))
+    return;
+  wh_seg(smem_whs, o, state, cu_seqlens, slots, ws, vh, p, phase, nseg);
+}
+MK_CHECK(delta_rule_prefill_chunked_wh_seg, gdn_chunked);
 #endif
 
 #else /* AMD (the HIP build): the portable form */

@@ -251,26 +251,43 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   }
 }
 
-/* Phase 1 of one (sequence, value head). */
-__device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *state, const int *cu, const int *slots,
-                                        const unsigned char *ws, const uint16_t *vh, const shape &p) {
+/* What a scan block runs for value head h: chunks [cb, ce) (cb < ce) of sequence seq, from the
+ * state sin (f32 [dk, dv]; zero where null, the identity where ident), on v or on v = 0 (vzero),
+ * its last state into sout (f32 [dk, dv], where not null); o stored or not by wh_scan's OUTS.  The whole
+ * sequence from and to its slot is one such run; the segments' passes are others
+ * (delta_rule_prefill_chunked_wh_seg). */
+struct wh_run {
+  unsigned seq, h, cb, ce;
+  const float *sin;
+  float *sout;
+  bool ident, vzero;
+};
+
+/* The chunks of sequence seq (0 past the sequences or where it is empty). */
+__device__ __forceinline__ unsigned wh_chunks(const int *cu, unsigned seq, const shape &p) {
+  if (seq >= p.s) return 0;
+  const int ts = cu[seq], te = cu[seq + 1];
+  return ts < 0 || te <= ts ? 0u : (unsigned)(((size_t)(te - ts) + kCh - 1) / kCh);
+}
+
+/* Phase 1 of one run (above), o stored where OUTS (a constant: as a runtime choice the outputs'
+ * work spilled registers in the segments' entry). */
+template <bool OUTS>
+__device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int *cu, const unsigned char *ws,
+                                        const uint16_t *vh, const shape &p, const wh_run &run) {
   using namespace wh;
   const unsigned tid = threadIdx.x, wg = tid / 128, w = (tid % 128) / 32, lane = tid % 32;
-  const unsigned seq = blockIdx.x / p.nv, h = blockIdx.x % p.nv;
-  if (seq >= p.s) return;
+  const unsigned seq = run.seq, h = run.h;
   const int ts = cu[seq], te = cu[seq + 1];
-  if (ts < 0 || te <= ts) return;
-  const int slot = slots[seq];
-  float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * kDk * kDv;
-  const unsigned nch = (unsigned)(((size_t)(te - ts) + kCh - 1) / kCh);
-  const size_t j0 = first_chunk(cu, seq), nc = first_chunk(cu, p.s);
+  const unsigned nch = run.ce - run.cb;
+  const size_t j0 = first_chunk(cu, seq) + run.cb, nc = first_chunk(cu, p.s);
   const unsigned kh = h / (p.nv / p.nk);
   const uint32_t s0 = sm90::smem_u32(smem);
   int *sigma = reinterpret_cast<int *>(smem + EX), *kshift = sigma + 2;
   float *sred = reinterpret_cast<float *>(smem + EX + 16), *vred = sred + 16; /* [2][8], [2][4] */
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + BAR), *empty = full + 2;
   auto stage_of = [&](unsigned c) -> uint32_t { return (c & 1) * kStage; };
-  auto t0_of = [&](unsigned c) -> size_t { return (size_t)ts + (size_t)c * kCh; }; /* chunk c's first token */
+  auto t0_of = [&](unsigned c) -> size_t { return (size_t)ts + (size_t)(run.cb + c) * kCh; }; /* chunk c's first token */
   auto len_of = [&](unsigned c) -> unsigned { /* and its tokens */
     const size_t left = (size_t)te - t0_of(c);
     return left < kCh ? (unsigned)left : kCh;
@@ -289,7 +306,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
   auto load_v = [&](unsigned c, unsigned wq) {
     const size_t t0 = t0_of(c);
     const unsigned L = len_of(c);
-    const unsigned r0 = 16 * wq, r1 = L < r0 + 16 ? (L > r0 ? L : r0) : r0 + 16;
+    const unsigned r0 = 16 * wq, r1 = run.vzero ? r0 : L < r0 + 16 ? (L > r0 ? L : r0) : r0 + 16;
     sm90::mbar_expect_tx(&full[c & 1], (r1 - r0) * kDv * 2);
     for (unsigned r = r0; r < r1; r++)
       sm90::bulk_copy_tx(smem + stage_of(c) + SV + r * kVLd, vh + (t0 + r) * ldv + (size_t)h * kDv, kDv * 2,
@@ -315,8 +332,9 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
     for (unsigned jn = 0; jn < 16; jn++)
 #pragma unroll
       for (unsigned hf = 0; hf < 2; hf++) {
-        const unsigned m = 64 * half + 16 * w + g + 8 * hf;
-        const float2 v = ld2_if(Sg != nullptr, Sg + (size_t)m * kDv + 8 * jn + 2 * t);
+        const unsigned m = 64 * half + 16 * w + g + 8 * hf, n = 8 * jn + 2 * t;
+        float2 v = ld2_if(run.sin != nullptr, run.sin + (size_t)m * kDv + n);
+        if (run.ident) v = make_float2(m == n ? 1.0f : 0.0f, m == n + 1 ? 1.0f : 0.0f);
         s[4 * jn + 2 * hf] = v.x, s[4 * jn + 2 * hf + 1] = v.y;
       }
     int sig = f16::rescale_by(group_max<8>(amax64(s), sred, sw, B_STATE, lane), 0, 5);
@@ -367,14 +385,14 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       }
     }
     sm90::bar_sync((nch - 1) & 1 ? B_S_FREE1 : B_S_FREE0, 384);
-    if (Sg) {
+    if (run.sout) {
       const float fi = f16::exp2i(-sig);
 #pragma unroll
       for (unsigned jn = 0; jn < 16; jn++)
 #pragma unroll
         for (unsigned hf = 0; hf < 2; hf++) {
           const unsigned m = 64 * half + 16 * w + g + 8 * hf;
-          *reinterpret_cast<float2 *>(Sg + (size_t)m * kDv + 8 * jn + 2 * t) =
+          *reinterpret_cast<float2 *>(run.sout + (size_t)m * kDv + 8 * jn + 2 * t) =
               make_float2(s[4 * jn + 2 * hf] * fi, s[4 * jn + 2 * hf + 1] * fi);
         }
     }
@@ -420,8 +438,8 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
           const bool upper = q & 1;
           const float e = upper ? eb : ea;
           const bool in = (upper ? rb : ra) < L;
-          a[i] = in ? x.x * fs - e * a[i] : 0.0f;
-          a[i + 1] = in ? x.y * fs - e * a[i + 1] : 0.0f;
+          a[i] = in ? (run.vzero ? 0.0f : x.x * fs) - e * a[i] : 0.0f;
+          a[i + 1] = in ? (run.vzero ? 0.0f : x.y * fs) - e * a[i + 1] : 0.0f;
         }
       }
       /* R's largest |value| past 2^15 (v far above the state) or below 2^-3 (v far below it, or
@@ -480,21 +498,22 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       const float ga = G2[ra], gb = G2[rb];
       const uint64_t dQ = sm90::desc_plain(s0 + st + SQ, 128, 2048), dK = sm90::desc_plain(s0 + st + SK, 128, 2048);
       sm90::bar_sync(B_OUT, 128); /* the last chunk's O has left the stage */
-      /* M = lower((Q K^T) e^(G_r - G_c)) into its plane */
-      sm90::wgmma_fence();
-      sm90::wgmma_f16x<64>::first(pq, dQ, dK);
+      if (OUTS) { /* M = lower((Q K^T) e^(G_r - G_c)) into its plane */
+        sm90::wgmma_fence();
+        sm90::wgmma_f16x<64>::first(pq, dQ, dK);
 #pragma unroll
-      for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<64>::run(pq, dQ + kb * kStepK, dK + kb * kStepK);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait0();
-      sm90::pin(pq);
+        for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<64>::run(pq, dQ + kb * kStepK, dK + kb * kStepK);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait0();
+        sm90::pin(pq);
 #pragma unroll
-      for (unsigned i = 0; i < 32; i++) {
-        const unsigned row = (i & 2) ? rb : ra, col = 8 * (i / 4) + 2 * t + (i & 1);
-        pq[i] = col <= row ? pq[i] * ex2_ftz(((i & 2) ? gb : ga) - G2[col]) : 0.0f;
+        for (unsigned i = 0; i < 32; i++) {
+          const unsigned row = (i & 2) ? rb : ra, col = 8 * (i / 4) + 2 * t + (i & 1);
+          pq[i] = col <= row ? pq[i] * ex2_ftz(((i & 2) ? gb : ga) - G2[col]) : 0.0f;
+        }
+        put_a64(s0 + PO, w, pq, lane);
+        sm90::fence_proxy_async();
       }
-      put_a64(s0 + PO, w, pq, lane);
-      sm90::fence_proxy_async();
       sm90::bar_sync(B_OUT, 128);
       sm90::bar_sync(B_S_OUT0 + (c & 1), 384);
       /* S of chunk c is out, so the state is done with chunk c - 1 (and so is everyone): chunk
@@ -509,28 +528,33 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
       const int sig = sigma[c & 1];
       sm90::bar_sync(B_KS0 + (c & 1), 256);
       const uint64_t dSc = dS + (((c & 1) * kSPlane) >> 4);
-      sm90::wgmma_fence();
-      sm90::wgmma_f16x<128>::first(a, dQ, dSc);
+      if (OUTS) {
+        sm90::wgmma_fence();
+        sm90::wgmma_f16x<128>::first(a, dQ, dSc);
 #pragma unroll
-      for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<128>::run(a, dQ + kb * kStepK, dSc + kb * kStepB);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait0();
-      sm90::pin(a);
+        for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<128>::run(a, dQ + kb * kStepK, dSc + kb * kStepB);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait0();
+        sm90::pin(a);
+      }
       sm90::bar_arrive((c & 1) ? B_S_FREE1 : B_S_FREE0, 384);
       sm90::bar_sync(B_D_OUT0 + (c & 1), 256);
       const int k = kshift[c & 1];
-      const float fk = f16::exp2i(k), ea = ex2_ftz(ga) * fk, eb = ex2_ftz(gb) * fk;
+      if (OUTS) {
+        const float fk = f16::exp2i(k), ea = ex2_ftz(ga) * fk, eb = ex2_ftz(gb) * fk;
 #pragma unroll
-      for (unsigned i = 0; i < 64; i++) a[i] *= (i & 2) ? eb : ea;
-      sm90::pin(a);
-      sm90::wgmma_fence();
+        for (unsigned i = 0; i < 64; i++) a[i] *= (i & 2) ? eb : ea;
+        sm90::pin(a);
+        sm90::wgmma_fence();
 #pragma unroll
-      for (unsigned kb = 0; kb < 4; kb++) sm90::wgmma_f16x<128>::run(a, dM + kb * kStepK, dD + kb * kStepB);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait0();
-      sm90::pin(a);
+        for (unsigned kb = 0; kb < 4; kb++) sm90::wgmma_f16x<128>::run(a, dM + kb * kStepK, dD + kb * kStepB);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait0();
+        sm90::pin(a);
+      }
       done_in(c);
       sm90::bar_arrive(B_D_FREE, 256);
+      if (!OUTS) continue;
       /* O out: staged by rows (stmatrix), then 16-byte words, a row's 16 by 16 threads (the bulk
        * engine's row copies, one a lane, were issued lane after lane: ~2/3 of this warpgroup's
        * step) */
@@ -546,5 +570,108 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, float *sta
         }
       }
     }
+  }
+}
+
+/* ---- delta_rule_prefill_chunked_wh_seg: a sequence in nseg segments -------------------------
+ * One (sequence, value head) of the scan above keeps one SM busy for all of its chunks, so one
+ * sequence of nv = 32 heads fills a quarter of the GPU.  A chunk's update is affine in the state,
+ * S' = A S + B (A = e^(G_L) (I - K^T diag(e^(G_L - G)) Tb diag(e^G) K e^(-G_L)) ... as a dk x dk
+ * matrix), so a segment of chunks maps its first state X to M X + F, where F is the segment run
+ * from a zero state and M the segment run from the identity (as dv = dk columns) on v = 0.  So:
+ *   phase 1: a block a (sequence, value head, kind): segment 0 from the slot's state with its
+ *     outputs, its last state X_1 into the workspace; for segments 1..nseg-2, F_j and M_j;
+ *   phase 2: X_(j+1) = M_j X_j + F_j in f32, j = 1..nseg-2 (a block a 32 columns of a head);
+ *   phase 3: segments 1..nseg-1 from X_j with their outputs, the last one's state into the slot.
+ * Per (sequence, value head) the workspace holds 2 nseg - 3 matrices of [dk, dv] f32 after the
+ * records (NC nv 147584 bytes): slot 0 X_1, slot 2j - 1 F_j (X_(j+1) once phase 2 has run), slot
+ * 2j M_j.  Empty segments (a sequence of fewer than nseg chunks) give F = 0, M = I and X copied. */
+namespace wh {
+constexpr unsigned kMat = kDk * kDv; /* floats of one state */
+}  // namespace wh
+
+/* sequence seq, value head h's first matrix */
+__device__ __forceinline__ float *wh_seg_mats(float *ws, const int *cu, const shape &p, unsigned nseg, unsigned seq,
+                                              unsigned h) {
+  const size_t recs = first_chunk(cu, p.s) * p.nv * kRec; /* floats of the records (kernels.def) */
+  return ws + recs + ((size_t)seq * p.nv + h) * (2 * nseg - 3) * wh::kMat;
+}
+
+/* dst = src (zero where null; the identity where ident), by the block */
+__device__ __forceinline__ void wh_fill(float *dst, const float *src, bool ident) {
+  for (unsigned i = 4 * threadIdx.x; i < wh::kMat; i += 4 * blockDim.x) {
+    float4 v = src ? *reinterpret_cast<const float4 *>(src + i) : make_float4(0, 0, 0, 0);
+    if (ident) {
+      const unsigned m = i / kDv, n = i % kDv; /* n .. n + 3 of row m */
+      v = make_float4(m == n, m == n + 1, m == n + 2, m == n + 3);
+    }
+    *reinterpret_cast<float4 *>(dst + i) = v;
+  }
+}
+
+__device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *state, const int *cu, const int *slots,
+                                       float *ws, const uint16_t *vh, const shape &p, unsigned phase, unsigned nseg) {
+  using namespace wh;
+  const unsigned h = blockIdx.x % p.nv, r = blockIdx.x / p.nv;
+  const unsigned kinds = phase == 1 ? 2 * nseg - 3 : phase == 2 ? 4 : nseg - 1;
+  const unsigned seq = r / kinds, k = r % kinds;
+  const unsigned n = wh_chunks(cu, seq, p);
+  if (n == 0) return; /* past the sequences, or an empty one: its state stays */
+  const int slot = slots[seq];
+  float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * kMat;
+  float *X = wh_seg_mats(ws, cu, p, nseg, seq, h);
+  auto first = [&](unsigned j) { return (unsigned)((size_t)j * n / nseg); }; /* segment j's first chunk */
+  const unsigned char *wsb = reinterpret_cast<const unsigned char *>(ws);
+  if (phase == 1) { /* kind 0: segment 0 with its outputs; 2j - 1: F_j; 2j: M_j */
+    const unsigned j = k == 0 ? 0 : (k + 1) / 2;
+    const bool m = k > 0 && k % 2 == 0;
+    float *dst = X + (size_t)k * kMat;
+    const unsigned cb = first(j), ce = first(j + 1);
+    if (cb == ce) {
+      wh_fill(dst, k == 0 ? Sg : nullptr, m);
+      return;
+    }
+    const wh_run run = {seq, h, cb, ce, k == 0 ? Sg : nullptr, dst, m, m};
+    if (k == 0)
+      wh_scan<true>(smem, o, cu, wsb, vh, p, run);
+    else
+      wh_scan<false>(smem, o, cu, wsb, vh, p, run);
+  } else if (phase == 2) { /* 32 columns (k) of X_(j+1) = M_j X_j + F_j, row tid / 4, 8 columns a thread */
+    float *xs = reinterpret_cast<float *>(smem); /* X_j's 32 columns [128][32] */
+    const unsigned row = threadIdx.x / 4, c0 = 32 * k + 8 * (threadIdx.x % 4), cs = 8 * (threadIdx.x % 4);
+    float acc[8];
+#pragma unroll
+    for (unsigned i = 0; i < 8; i++) acc[i] = X[(size_t)row * kDv + c0 + i];
+    for (unsigned j = 1; j + 1 < nseg; j++) {
+#pragma unroll
+      for (unsigned i = 0; i < 8; i++) xs[row * 32 + cs + i] = acc[i];
+      __syncthreads();
+      const float *Mj = X + (size_t)(2 * j) * kMat, *Fj = X + (size_t)(2 * j - 1) * kMat;
+#pragma unroll
+      for (unsigned i = 0; i < 8; i++) acc[i] = Fj[(size_t)row * kDv + c0 + i];
+      for (unsigned kk = 0; kk < kDk; kk += 4) {
+        const float4 mk = *reinterpret_cast<const float4 *>(Mj + (size_t)row * kDk + kk);
+        const float mv[4] = {mk.x, mk.y, mk.z, mk.w};
+#pragma unroll
+        for (unsigned q = 0; q < 4; q++)
+#pragma unroll
+          for (unsigned i = 0; i < 8; i++) acc[i] = fmaf(mv[q], xs[(kk + q) * 32 + cs + i], acc[i]);
+      }
+      __syncthreads(); /* xs read */
+      float *Xn = X + (size_t)(2 * j - 1) * kMat; /* over F_j, whose columns this thread alone read */
+#pragma unroll
+      for (unsigned i = 0; i < 8; i++) Xn[(size_t)row * kDv + c0 + i] = acc[i];
+    }
+  } else { /* segment j = k + 1 from X_j (slot 0 for j = 1, else 2j - 3), the last one into the slot */
+    const unsigned j = k + 1;
+    const float *xj = X + (size_t)(j == 1 ? 0 : 2 * j - 3) * kMat;
+    float *dst = j + 1 == nseg ? Sg : nullptr;
+    const unsigned cb = first(j), ce = first(j + 1);
+    if (cb == ce) {
+      if (dst) wh_fill(dst, xj, false);
+      return;
+    }
+    const wh_run run = {seq, h, cb, ce, xj, dst, false, false};
+    wh_scan<true>(smem, o, cu, wsb, vh, p, run);
   }
 }

@@ -56,10 +56,14 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
     if (vh >= 0 && (args[vh].v.ptr & 15u) != 0)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned vh", k);
   }
-  if (strncmp(k, "delta_rule_prefill_chunked_wh", 29) == 0) { /* and _prep */
+  if (strncmp(k, "delta_rule_prefill_chunked_wh", 29) == 0) { /* and _prep, _seg */
     const int prep = strcmp(k, "delta_rule_prefill_chunked_wh_prep") == 0;
-    if (u32_arg(info, args, "phase") != (prep ? 0u : 1u))
-      return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only %u)", k, u32_arg(info, args, "phase"), prep ? 0u : 1u);
+    const int seg = strcmp(k, "delta_rule_prefill_chunked_wh_seg") == 0;
+    const uint32_t phase = u32_arg(info, args, "phase"), nseg = u32_arg(info, args, "nseg");
+    if (seg && (phase < 1 || phase > 3 || nseg < 3 || nseg > 8))
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u, nseg %u (phases 1 to 3, 3 to 8 segments)", k, phase, nseg);
+    if (!seg && phase != (prep ? 0u : 1u))
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only %u)", k, phase, prep ? 0u : 1u);
     if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u, dv = %u (only 128)", k, u32_arg(info, args, "dk"),
                            u32_arg(info, args, "dv"));

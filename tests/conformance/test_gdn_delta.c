@@ -95,6 +95,8 @@ static uint32_t v_from = 0;
 /* and v of token tok times 2^(v_ramp (tok - T/2) / 64): its magnitude, and the states', change
  * by 2^v_ramp a chunk (0 but in the fp16 build's ramp cases) */
 static float v_ramp = 0.0f;
+/* delta_rule_prefill_chunked_wh_seg's segments a sequence (its test sets it) */
+static uint32_t seg_n = 3;
 
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
@@ -147,7 +149,8 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   cf_launch_init(&l, id, (gpu_dim3){nseq * h->nv, 1, 1});
   double tol_state = !chunked                                       ? CF_TOL_F32
                      : id1 == METRALE_K_delta_rule_prefill_chunked_f16 ||
-                               id1 == METRALE_K_delta_rule_prefill_chunked_wh
+                               id1 == METRALE_K_delta_rule_prefill_chunked_wh ||
+                               id1 == METRALE_K_delta_rule_prefill_chunked_wh_seg
                          ? TOL_STATE_CHUNKED_F16
                          : TOL_STATE_CHUNKED;
   int bo = cf_buf_add(&l, "o", CF_BF16, CF_OUT, no, NULL, CF_TOL_BF16);
@@ -162,12 +165,16 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   if (chunked) {
     uint64_t nc = ((uint64_t)t + (CHUNK - 1) * (uint64_t)nseq) / CHUNK;
     if (nc > t) nc = t;
-    bws = cf_buf_add(&l, "ws", CF_F32, CF_SCRATCH, nc * h->nv * CHUNK_REC_FLOATS, NULL, 0);
-    l.nphase = 2;
+    const int seg = id1 == METRALE_K_delta_rule_prefill_chunked_wh_seg; /* kernels.def: its phases and matrices */
+    const size_t seg_floats = seg ? (size_t)nseq * h->nv * (2 * seg_n - 3) * 16384 : 0;
+    bws = cf_buf_add(&l, "ws", CF_F32, CF_SCRATCH, nc * h->nv * CHUNK_REC_FLOATS + seg_floats, NULL, 0);
+    l.nphase = seg ? 4 : 2;
     l.phase_arg = 13;
     l.phase_grid[0] = (gpu_dim3){(uint32_t)nc * h->nv, 1, 1};
-    l.phase_grid[1] = (gpu_dim3){nseq * h->nv * ((h->dv + chunked - 1) / chunked), 1, 1};
-    l.phase_id[1] = id1;
+    l.phase_grid[1] = (gpu_dim3){nseq * h->nv * (seg ? 2 * seg_n - 3 : (h->dv + chunked - 1) / chunked), 1, 1};
+    l.phase_grid[2] = (gpu_dim3){nseq * h->nv * 4, 1, 1};
+    l.phase_grid[3] = (gpu_dim3){nseq * h->nv * (seg_n - 1), 1, 1};
+    for (uint32_t p = 1; p < l.nphase; p++) l.phase_id[p] = id1;
   }
   cf_arg_buf(&l, bo);
   cf_arg_buf(&l, bq);
@@ -186,6 +193,10 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   if (vhalf) { /* after the phase: the f16 kernel's phase 1 takes the arguments before it, _wh all */
     if (id1 == METRALE_K_delta_rule_prefill_chunked_f16) l.phase_nargs[1] = l.nargs;
     cf_arg_buf(&l, cf_buf_add(&l, "vh", CF_F16, CF_IN, t * nvdv, vh, 0));
+    if (id1 == METRALE_K_delta_rule_prefill_chunked_wh_seg) { /* phase 0 (_prep) takes the arguments before nseg */
+      l.phase_nargs[0] = l.nargs;
+      cf_arg_u32(&l, seg_n);
+    }
   }
   if (cf_run(ctx, &l, kern)) {
     cf_check_bf16(ctx, "o", cf_bf16(&l, bo), o_ref, no, CF_TOL_BF16);
@@ -445,6 +456,65 @@ Test(gdn, delta_rule_prefill_chunked_wh) {
                             gpu_arg_u32(128),       gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh)};
     metrale_status st =
         metrale_launch(c2.dev, bad[i].id, k2, (gpu_dim3){2, 1, 1}, NULL, args, sizeof args / sizeof args[0]);
+    CF_EXPECT(&c2, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", bad[i].what,
+              metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
+    metrale_status_free(st);
+    cf_close(&c2);
+  }
+}
+
+/* delta_rule_prefill_chunked_wh_seg: the same op with each sequence cut into 3, 5 and 8 segments
+ * (phase 0 by delta_rule_prefill_chunked_wh_prep, then its phases 1 to 3): sequences of 16 and 11
+ * chunks and shorter ones, whose segments are partly empty (the chunked cases' sets), on 1, 2 and
+ * 4 value heads a key head; the fp16 build's range cases on one head, 300 tokens in 3 and 5
+ * segments (of one or two chunks, so that F, M and the chaining see each range); then the
+ * launches its contract refuses. */
+Test(gdn, delta_rule_prefill_chunked_wh_seg) {
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_wh_prep);
+  static const heads hs[] = {{1, 1, 128, 128}, {1, 2, 128, 128}, {2, 4, 128, 128}};
+  static const int32_t long_a[] = {1000}, long_b[] = {700, 0, 129, 300}, mid[] = {300};
+  static const seq_set sets[] = {{long_a, 1}, {long_b, 4}, {lens_a, 6}, {lens_d, 3}, {mid, 1}};
+  static const uint32_t nsegs[] = {3, 5, 8};
+  for (size_t ri = 0; ri < N_F16_RANGES; ri++) {
+    set_range(ri);
+    for (size_t ni = 0; ni < 3; ni++)
+      for (size_t hi = 0; hi < sizeof hs / sizeof hs[0]; hi++)
+        for (size_t ci = 0; ci < sizeof sets / sizeof sets[0]; ci++) {
+          if (ri > 0 && (hi > 0 || ci != 4 || ni == 2)) continue; /* the range cases: one head, 300 tokens */
+          if (ri == 0 && ci == 4) continue;
+          seg_n = nsegs[ni];
+          int32_t cu[8] = {0};
+          for (uint32_t q = 0; q < sets[ci].n; q++) cu[q + 1] = cu[q] + sets[ci].lens[q];
+          snprintf(ctx.shape, sizeof ctx.shape, "wh_seg nseg=%u range=%g from=%u ramp=%g S=%u T=%d nk=%u nv=%u",
+                   seg_n, v_range, v_from, v_ramp, sets[ci].n, cu[sets[ci].n], hs[hi].nk, hs[hi].nv);
+          run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep, METRALE_K_delta_rule_prefill_chunked_wh_seg,
+                      kern, &hs[hi], sets[ci].n, cu, sets[ci].n + 2, 128);
+        }
+  }
+  v_ramp = 0.0f;
+  v_range = 1.0f;
+  v_from = 0;
+  seg_n = 3;
+  cf_close(&ctx);
+  /* refused: phase 0 and 4, 2 and 9 segments, dk 64, a misaligned vh or o */
+  static const struct {
+    uint32_t phase, nseg, dk;
+    uint64_t vh, o;
+    const char *what;
+  } bad[] = {{0, 3, 128, 36864, 4096, "phase 0"},     {4, 3, 128, 36864, 4096, "phase 4"},
+             {1, 2, 128, 36864, 4096, "2 segments"},  {3, 9, 128, 36864, 4096, "9 segments"},
+             {1, 3, 64, 36864, 4096, "dk 64"},        {2, 3, 128, 36872, 4096, "a misaligned vh"},
+             {3, 3, 128, 36864, 4104, "a misaligned o"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CF_BEGIN(c2, k2, METRALE_K_delta_rule_prefill_chunked_wh_seg);
+    const gpu_arg args[] = {gpu_arg_ptr(bad[i].o), gpu_arg_ptr(8192),       gpu_arg_ptr(12288),
+                            gpu_arg_ptr(16384),    gpu_arg_ptr(20480),      gpu_arg_ptr(24576),
+                            gpu_arg_ptr(28672),    gpu_arg_ptr(32768),      gpu_arg_u32(1),
+                            gpu_arg_u32(1),        gpu_arg_u32(2),          gpu_arg_u32(bad[i].dk),
+                            gpu_arg_u32(128),      gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh),
+                            gpu_arg_u32(bad[i].nseg)};
+    metrale_status st = metrale_launch(c2.dev, METRALE_K_delta_rule_prefill_chunked_wh_seg, k2, (gpu_dim3){2, 1, 1},
+                                       NULL, args, sizeof args / sizeof args[0]);
     CF_EXPECT(&c2, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", bad[i].what,
               metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
     metrale_status_free(st);

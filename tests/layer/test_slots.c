@@ -205,13 +205,15 @@ Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
 
 /* A prefill of the models' heads (dk = dv = 128) on v in half takes the whole-head core where
  * sequences x value heads reach a third of the SMs (ops.c chunked_wh: on the H100 it beat the
- * fp16 kernel from two sequences of 32 heads, not at one), the fp16 kernel below: here 2400
- * tokens (enough for the half conv's rule at 24 SMs, ops.c conv_l2norm_shape_fits) as two
- * sequences of 4 heads on a backend claiming 24 SMs (8 blocks, 3 x 8 >= 24), then as one (4
- * blocks); the launches say which path the ops took.  The two sequences again with the
- * whole-head kernel taken out of the layer's table (white box) take the fp16 kernel: outputs and
- * states within the two fp16-class kernels' difference (on the cpu, which serves both rows with
- * one exact code, the same). */
+ * fp16 kernel from two sequences of 32 heads, not at one), below that the whole-head core with
+ * each sequence in segments where they pay (ops.c wh_segments: from 24 chunks a segment; one
+ * sequence of 4 heads and 75 chunks on 24 SMs takes 3, a wave of 12 blocks then one of 8), else
+ * the fp16 kernel: here 2400 tokens (enough for the half conv's rule at 24 SMs, ops.c
+ * conv_l2norm_shape_fits) as two sequences of 4 heads on a backend claiming 24 SMs (8 blocks,
+ * 3 x 8 >= 24), then 4800 as one (4 blocks); the launches say which path the ops took.  Each again with the whole-head kernel or the segments taken out of
+ * the layer's ops (white box) takes the fp16 kernel: outputs and states within the two
+ * fp16-class kernels' difference (on the cpu, which serves the rows with one exact code, the
+ * same). */
 Test(modes, prefill_takes_the_whole_head_core_from_a_third_of_the_sms) {
   metrale_device *dev = lt_open_device();
   gpu_backend *be = metrale_device_backend(dev);
@@ -219,26 +221,37 @@ Test(modes, prefill_takes_the_whole_head_core_from_a_third_of_the_sms) {
   be->caps.sm_count = 24;
   metrale_qwen3_config cfg;
   heads128_config(&cfg, 0);
-  float *x = lt_random_x(2400ull * cfg.hidden_size, 61);
-  const uint32_t lens2[] = {1300, 1100}, lens1[] = {2400};
-  lt_run r[3]; /* two sequences, one, two without the whole-head kernel */
-  for (int i = 0; i < 3; i++) {
-    const int one = i == 1;
+  float *x = lt_random_x(4800ull * cfg.hidden_size, 61);
+  const uint32_t lens2[] = {1300, 1100}, lens1[] = {4800};
+  lt_run r[4]; /* two sequences, one; each with the whole-head path taken out */
+  static const char *const what[] = {"two sequences of 4 heads on 24 SMs", "one sequence of 4 heads on 24 SMs",
+                                     "two sequences, the whole-head kernel taken out",
+                                     "one sequence, the segments taken out"};
+  const metrale_kernel_id wh = METRALE_K_delta_rule_prefill_chunked_wh, seg = METRALE_K_delta_rule_prefill_chunked_wh_seg,
+                          f16 = METRALE_K_delta_rule_prefill_chunked_f16;
+  const metrale_kernel_id want[] = {wh, seg, f16, f16};
+  for (int i = 0; i < 4; i++) {
+    const int one = i % 2;
     lt_run_init(&r[i], dev, NULL, &cfg, 31, METRALE_PART_MIXER, x, one ? lens1 : lens2, one ? 1 : 2, one ? 1 : 2);
-    if (i == 2) r[i].c.layer->ops.k[METRALE_K_delta_rule_prefill_chunked_wh] = 0;
+    if (i == 2) r[i].c.layer->ops.k[wh] = 0;
+    if (i == 3) r[i].c.layer->ops.wh_nseg = 0;
     metrale_device_launches_reset(dev);
     lt_run_mode(&r[i], MODE_PREFILL, 0);
     lt_run_read_states(&r[i]);
-    const metrale_kernel_id want = i ? METRALE_K_delta_rule_prefill_chunked_f16 : METRALE_K_delta_rule_prefill_chunked_wh,
-                            not = i ? METRALE_K_delta_rule_prefill_chunked_wh : METRALE_K_delta_rule_prefill_chunked_f16;
-    static const char *const what[] = {"two sequences of 4 heads on 24 SMs", "one sequence of 4 heads on 24 SMs",
-                                       "two sequences, the whole-head kernel taken out"};
-    lt_expect_launched(dev, want, what[i]);
-    cr_expect(metrale_device_launches(dev, not) == 0, "%s launched: %s", metrale_kernel_info_get(not)->name, what[i]);
+    lt_expect_launched(dev, want[i], what[i]);
+    const metrale_kernel_id others[] = {wh, seg, f16};
+    for (int k = 0; k < 3; k++)
+      if (others[k] != want[i])
+        cr_expect(metrale_device_launches(dev, others[k]) == 0, "%s launched: %s",
+                  metrale_kernel_info_get(others[k])->name, what[i]);
   }
-  lt_expect_close("whole-head output", r[0].c.y, r[2].c.y, r[0].T * cfg.hidden_size, 1e-2);
-  lt_expect_close("whole-head recurrent state", r[0].rec, r[2].rec, r[0].rf * 2, 2e-3);
-  for (int i = 0; i < 3; i++) lt_run_free(&r[i]);
+  for (int i = 0; i < 2; i++) {
+    lt_expect_close(i ? "segments' output" : "whole-head output", r[i].c.y, r[i + 2].c.y, r[i].T * cfg.hidden_size,
+                    1e-2);
+    lt_expect_close(i ? "segments' recurrent state" : "whole-head recurrent state", r[i].rec, r[i + 2].rec,
+                    r[i].rf * (i ? 1 : 2), 2e-3); /* a state a sequence */
+  }
+  for (int i = 0; i < 4; i++) lt_run_free(&r[i]);
   free(x);
   metrale_device_destroy(dev);
 }

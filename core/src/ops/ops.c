@@ -60,6 +60,10 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   }
   const char *no_wh = getenv("METRALE_NO_WHOLE_HEAD"); /* the fp16 chunked kernel instead (chunked_wh) */
   if (no_wh && *no_wh && strcmp(no_wh, "0") != 0) ops->k[METRALE_K_delta_rule_prefill_chunked_wh] = 0;
+  const char *nseg = getenv("METRALE_WH_SEGMENTS"); /* force the segments (wh_segments), 0: none */
+  ops->wh_nseg = nseg && *nseg ? atoi(nseg) : -1;
+  if (ops->wh_nseg > 8 || (ops->wh_nseg > 0 && ops->wh_nseg < 3))
+    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEGMENTS=%s: 0 (none) or 3 to 8 segments", nseg);
   return METRALE_OK;
 }
 
@@ -639,10 +643,13 @@ static uint64_t chunked_chunks(uint32_t t, uint32_t s) {
   return nc < t ? nc : t;
 }
 
+static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32_t nv, uint32_t dk, uint32_t dv);
+
 uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *o, uint32_t t, uint32_t s,
                                          uint32_t nv, uint32_t dk, uint32_t dv) {
   if (!chunked_pays(o, t, s, dk, dv)) return 0;
-  return chunked_chunks(t, s) * nv * CHUNKED_REC_BYTES;
+  const uint64_t nseg = wh_segments(o, t, s, nv, dk, dv); /* kernels.def: and the segments' matrices */
+  return chunked_chunks(t, s) * nv * CHUNKED_REC_BYTES + (nseg ? (uint64_t)s * nv * (2 * nseg - 3) * 65536 : 0);
 }
 
 /* Both phases by delta_rule_prefill_chunked_f16 (IEEE half operands in the chunk step;
@@ -668,12 +675,40 @@ static int chunked_wh(const metrale_ops *o, uint32_t dk, uint32_t dv, gpu_ptr ou
          out % 16 == 0 && (s == 0 || 3 * (uint64_t)s * nv >= sms);
 }
 
+/* The segments the whole-head scan cuts each sequence into where too few (sequence, value head)
+ * blocks would run (delta_rule_prefill_chunked_wh_seg); 0: none.  Phase 1 runs s nv (2 nseg - 3)
+ * blocks, phase 3 s nv (nseg - 1), each a segment of about 1/nseg of a sequence's chunk steps,
+ * one block an SM: the nseg of the fewest waves' steps, (waves(1) + waves(3)) / nseg of the whole
+ * sequence's, at nv = 32 on 132 SMs 5 (3/5).  Taken where that is at most 2/3 and sequences
+ * average 24 chunks a segment: on an H100 (docs/perf-prefill.md part 24), one sequence of 32 heads
+ * in 5 segments took 416 / 734 / 2590 us at 8192 / 16384 / 65536 tokens against the fp16 kernel's
+ * 466 / 913 / 3590, but 259 against 245 at 4096 (13 chunks a segment).  METRALE_WH_SEGMENTS=n
+ * forces n (0: none) where the kernel runs. */
+static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32_t nv, uint32_t dk, uint32_t dv) {
+  const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
+  if (!has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_seg) || !chunked_wh(o, dk, dv, 0, 0, 0) || s == 0 ||
+      sms == 0)
+    return 0;
+  if (o->wh_nseg >= 0) return (uint32_t)o->wh_nseg;
+  if (3 * (uint64_t)s * nv >= sms) return 0; /* the whole sequence a block fills a third of the SMs */
+  uint32_t best = 0;
+  uint64_t best_w = 0, best_n = 1; /* waves / segments, as a fraction */
+  for (uint64_t n = 3; n <= 8; n++) {
+    const uint64_t w = CEIL_DIV((uint64_t)s * nv * (2 * n - 3), sms) + CEIL_DIV((uint64_t)s * nv * (n - 1), sms);
+    if ((uint64_t)t < 24 * n * 64 * s) break; /* 24 chunks a segment on average */
+    if (!best || w * best_n < best_w * n) best = (uint32_t)n, best_w = w, best_n = n;
+  }
+  return best && 3 * best_w <= 2 * best_n ? best : 0;
+}
+
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
   if (v_half && chunked_wh(o, dk, dv, 0, 0, 0))
     return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
            "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv) where sequences "
-           "x value heads >= SMs/3, else gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
+           "x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "
+           "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 24 chunks a segment, else "
+           "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); both fp16 operands in the chunk step, the state "
            "f32 and scaled per chunk; when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
            "+ tokens, else gdn.delta_rule_prefill";
@@ -751,9 +786,13 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
 
 static metrale_status launch_wh(const metrale_ops *o, gpu_stream st, uint32_t phase, uint64_t grid, gpu_ptr out,
                                 gpu_ptr qkv, gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots,
-                                gpu_ptr ws, uint32_t s, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh) {
+                                gpu_ptr ws, uint32_t s, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh,
+                                uint32_t nseg) {
   if (grid > INT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch", (unsigned long long)grid);
+  if (nseg && phase > 0)
+    LAUNCH(o, st, delta_rule_prefill_chunked_wh_seg, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
+           P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh), U(nseg));
   if (phase == 0)
     LAUNCH(o, st, delta_rule_prefill_chunked_wh_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
            P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
@@ -771,11 +810,18 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
                          "(dk = %u, dv = %u, workspace %s, vh at %#llx)", t, s, dk, dv, ws ? "given" : "none",
                          (unsigned long long)vh);
   if (ws && chunked_pays(o, t, s, dk, dv)) {
-    if (vh && chunked_wh(o, dk, dv, out, s, nv)) {
+    const uint32_t nseg = vh && out % 16 == 0 ? wh_segments(o, t, s, nv, dk, dv) : 0;
+    if (vh && (nseg || chunked_wh(o, dk, dv, out, s, nv))) {
       METRALE_RETURN_IF_ERROR(launch_wh(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta, state, cu_seqlens,
-                                        slots, ws, s, nk, nv, dk, dv, vh));
-      return launch_wh(o, st, 1, (uint64_t)s * nv, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk, dv,
-                       vh);
+                                        slots, ws, s, nk, nv, dk, dv, vh, 0));
+      if (!nseg)
+        return launch_wh(o, st, 1, (uint64_t)s * nv, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk,
+                         dv, vh, 0);
+      const uint64_t grid[3] = {(uint64_t)s * nv * (2 * nseg - 3), (uint64_t)s * nv * 4, (uint64_t)s * nv * (nseg - 1)};
+      for (uint32_t ph = 1; ph <= 3; ph++)
+        METRALE_RETURN_IF_ERROR(launch_wh(o, st, ph, grid[ph - 1], out, qkv, g, beta, state, cu_seqlens, slots, ws, s,
+                                          nk, nv, dk, dv, vh, nseg));
+      return METRALE_OK;
     }
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,
                                            state, cu_seqlens, slots, ws, s, nk, nv, dk, dv, vh));
