@@ -576,9 +576,10 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
 /* ---- delta_rule_prefill_chunked_wh_seg: a sequence in nseg segments -------------------------
  * One (sequence, value head) of the scan above keeps one SM busy for all of its chunks, so one
  * sequence of nv = 32 heads fills a quarter of the GPU.  A chunk's update is affine in the state,
- * S' = A S + B (A = e^(G_L) (I - K^T diag(e^(G_L - G)) Tb diag(e^G) K e^(-G_L)) ... as a dk x dk
- * matrix), so a segment of chunks maps its first state X to M X + F, where F is the segment run
- * from a zero state and M the segment run from the identity (as dv = dk columns) on v = 0.  So:
+ * S' = A S + B with A = e^(G_L) I - K^T diag(e^(G_L - G)) Tb diag(e^G) K (dk x dk) and
+ * B = K^T diag(e^(G_L - G)) Tb V, so a segment of chunks maps its first state X to M X + F, where
+ * F is the segment run from a zero state and M the segment run from the identity (as dv = dk
+ * columns) on v = 0.  So:
  *   phase 1: a block a (sequence, value head, kind): segment 0 from the slot's state with its
  *     outputs, its last state X_1 into the workspace; for segments 1..nseg-2, F_j and M_j;
  *   phase 2: X_(j+1) = M_j X_j + F_j in f32, j = 1..nseg-2 (a block a 32 columns of a head);
