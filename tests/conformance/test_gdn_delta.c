@@ -369,6 +369,15 @@ static void f16_cases(metrale_kernel_id id0) {
 }
 Test(gdn, delta_rule_prefill_chunked_f16) { f16_cases(METRALE_K_delta_rule_prefill_chunked_f16); }
 
+/* A launch of kernel id with args (grid 2) that its contract refuses: INVALID_ARGUMENT expected */
+static void expect_refused(cf_ctx *ctx, metrale_kernel_id id, gpu_kernel kern, const gpu_arg *args, uint32_t nargs,
+                           const char *what) {
+  metrale_status st = metrale_launch(ctx->dev, id, kern, (gpu_dim3){2, 1, 1}, NULL, args, nargs);
+  CF_EXPECT(ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", what,
+            metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
+  metrale_status_free(st);
+}
+
 /* the same cases with phase 0 by the _prep entry of the fp16 build (the pair the ops launch);
  * and a phase 1 launch of that entry is refused */
 Test(gdn, delta_rule_prefill_chunked_f16_prep) {
@@ -378,11 +387,8 @@ Test(gdn, delta_rule_prefill_chunked_f16_prep) {
                           gpu_arg_ptr(20480), gpu_arg_ptr(24576), gpu_arg_ptr(28672), gpu_arg_ptr(32768),
                           gpu_arg_u32(1),     gpu_arg_u32(1),    gpu_arg_u32(2),     gpu_arg_u32(64),
                           gpu_arg_u32(64),    gpu_arg_u32(1)};
-  metrale_status st = metrale_launch(ctx.dev, METRALE_K_delta_rule_prefill_chunked_f16_prep, kern, (gpu_dim3){2, 1, 1},
-                                     NULL, args, sizeof args / sizeof args[0]);
-  CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "phase 1 gave %s: %s",
-            metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
-  metrale_status_free(st);
+  expect_refused(&ctx, METRALE_K_delta_rule_prefill_chunked_f16_prep, kern, args, sizeof args / sizeof args[0],
+                 "phase 1");
   cf_close(&ctx);
 }
 
@@ -397,11 +403,8 @@ Test(gdn, delta_rule_prefill_chunked_f16_prep_vh) {
                             gpu_arg_ptr(20480), gpu_arg_ptr(24576), gpu_arg_ptr(28672),   gpu_arg_ptr(32768),
                             gpu_arg_u32(1),     gpu_arg_u32(1),     gpu_arg_u32(2),       gpu_arg_u32(64),
                             gpu_arg_u32(64),    gpu_arg_u32(1 - bad), gpu_arg_ptr(36864 + 8 * bad)};
-    metrale_status st = metrale_launch(ctx.dev, METRALE_K_delta_rule_prefill_chunked_f16_prep_vh, kern,
-                                       (gpu_dim3){2, 1, 1}, NULL, args, sizeof args / sizeof args[0]);
-    CF_EXPECT(&ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s",
-              bad ? "a misaligned vh" : "phase 1", metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
-    metrale_status_free(st);
+    expect_refused(&ctx, METRALE_K_delta_rule_prefill_chunked_f16_prep_vh, kern, args, sizeof args / sizeof args[0],
+                   bad ? "a misaligned vh" : "phase 1");
   }
   cf_close(&ctx);
 }
@@ -454,11 +457,7 @@ Test(gdn, delta_rule_prefill_chunked_wh) {
                             gpu_arg_ptr(28672),     gpu_arg_ptr(32768),     gpu_arg_u32(1),
                             gpu_arg_u32(1),         gpu_arg_u32(2),         gpu_arg_u32(bad[i].dk),
                             gpu_arg_u32(128),       gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh)};
-    metrale_status st =
-        metrale_launch(c2.dev, bad[i].id, k2, (gpu_dim3){2, 1, 1}, NULL, args, sizeof args / sizeof args[0]);
-    CF_EXPECT(&c2, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", bad[i].what,
-              metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
-    metrale_status_free(st);
+    expect_refused(&c2, bad[i].id, k2, args, sizeof args / sizeof args[0], bad[i].what);
     cf_close(&c2);
   }
 }
@@ -513,11 +512,8 @@ Test(gdn, delta_rule_prefill_chunked_wh_seg) {
                             gpu_arg_u32(1),        gpu_arg_u32(2),          gpu_arg_u32(bad[i].dk),
                             gpu_arg_u32(128),      gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh),
                             gpu_arg_u32(bad[i].nseg)};
-    metrale_status st = metrale_launch(c2.dev, METRALE_K_delta_rule_prefill_chunked_wh_seg, k2, (gpu_dim3){2, 1, 1},
-                                       NULL, args, sizeof args / sizeof args[0]);
-    CF_EXPECT(&c2, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", bad[i].what,
-              metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
-    metrale_status_free(st);
+    expect_refused(&c2, METRALE_K_delta_rule_prefill_chunked_wh_seg, k2, args, sizeof args / sizeof args[0],
+                   bad[i].what);
     cf_close(&c2);
   }
 }
