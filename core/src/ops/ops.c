@@ -61,9 +61,11 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   const char *no_wh = getenv("METRALE_NO_WHOLE_HEAD"); /* the fp16 chunked kernel instead (chunked_wh) */
   if (no_wh && *no_wh && strcmp(no_wh, "0") != 0) ops->k[METRALE_K_delta_rule_prefill_chunked_wh] = 0;
   const char *nseg = getenv("METRALE_WH_SEGMENTS"); /* force the segments (wh_segments), 0: none */
-  ops->wh_nseg = nseg && *nseg ? atoi(nseg) : -1;
-  if (ops->wh_nseg > 8 || (ops->wh_nseg > 0 && ops->wh_nseg < 3))
+  char *end = NULL;
+  const long n = nseg && *nseg ? strtol(nseg, &end, 10) : -1;
+  if (nseg && *nseg && (*end != '\0' || n > 8 || (n > 0 && n < 3) || n < 0))
     return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEGMENTS=%s: 0 (none) or 3 to 8 segments", nseg);
+  ops->wh_nseg = (int)n;
   return METRALE_OK;
 }
 
