@@ -1,0 +1,25 @@
+#!/bin/bash
+# 2026-12-06 (fifty-first session): main's head (be8bfdc, build mn: the whole-head core in
+# segments for one sequence) on the device: the cuda conformance and layer suites, the audit, then
+# the issue-6 table's rows in three rounds (mixer, core, layer).  Carry [".carry"].
+cd "$(dirname "$0")/../../.."
+CALL=${CALL:-call1}
+BUDGET=${BUDGET:-540}
+. scripts/device-call.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
+export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
+run mn timeout $(tl 150) .carry/var/mn/metrale_conformance --jobs 8 > $O/conf_cuda.txt 2>&1
+el "mn cuda conformance rc=$? $(tail -1 $O/conf_cuda.txt)"
+run mn timeout $(tl 150) .carry/var/mn/metrale_layer_tests --jobs 8 > $O/layer_cuda.txt 2>&1
+el "mn cuda layer suite rc=$? $(tail -1 $O/layer_cuda.txt)"
+unset METRALE_TEST_BACKEND
+run mn .carry/var/mn/metrale audit --backend cuda > $O/audit.txt 2>&1
+for r in 1 2 3; do
+  B mn --samples 15 --json > $O/mn_mixer_$r.json 2>>$O/stderr.txt
+  el "mixer round $r rc=$?"
+  B mn --core --prefill 4096,16384,65536 --samples 15 --json > $O/mn_core_$r.json 2>>$O/stderr.txt
+  el "core round $r rc=$?"
+  B mn --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > $O/mn_layer_$r.json 2>>$O/stderr.txt
+  el "layer round $r rc=$?"
+done
+finish
