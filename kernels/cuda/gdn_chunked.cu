@@ -1364,8 +1364,8 @@ MK_CHECK(delta_rule_prefill_chunked_wh, gdn_chunked);
 /* The same scan with each sequence in nseg segments (gdn_chunked_wh.cuh, wh_seg): three launches
  * after delta_rule_prefill_chunked_wh_prep's phase 0. */
 static_assert(mk_block("delta_rule_prefill_chunked_wh_seg") == 512 &&
-                  mk_shared("delta_rule_prefill_chunked_wh_seg") == wh::END && 128 * 32 * 4 <= wh::END,
-              "kernels.def: the scan's block and shared memory (phase 2's 32 columns of X fit)");
+                  mk_shared("delta_rule_prefill_chunked_wh_seg") == wh::END,
+              "kernels.def: the scan's block and shared memory (phase 2's buffers fit: wh_chain)");
 extern "C" __global__ void __launch_bounds__(512, 1)
 delta_rule_prefill_chunked_wh_seg(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
                                   const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,

@@ -610,6 +610,93 @@ __device__ __forceinline__ void wh_fill(float *dst, const float *src, bool ident
   }
 }
 
+/* Phase 2 for the 32 columns cq of one (sequence, value head): X_(j+1) = M_j X_j + F_j in f32 for
+ * j = 1..nseg-2, each into F_j's slot.  512 threads in four groups of the reduction (k 32 g ..
+ * 32 g + 31); a thread of a group keeps rows rt + 32 i (i < 4, rt = its index / 4) by 8 columns
+ * (8 (index % 4) ..) in registers, so that 4 k take 12 shared-memory reads for 128 FMAs (the
+ * form of a row a thread took 9 for 32 and was bound by them: docs/perf-prefill.md, part 24).
+ * M_j comes by asynchronous copies into one of two buffers while M_(j-1) X_(j-1) runs.
+ * Shared memory (floats): M [2][128][kLdM] (rows padded so that a warp's 8 rows fall in distinct
+ * banks), X_j's columns [128][32], the groups' partial sums [4][128][32]. */
+namespace wh {
+constexpr unsigned kLdM = kDk + 4, kChainM = kDk * kLdM, kChainX = 2 * kChainM, kChainR = kChainX + kDk * 32,
+                   kChainEnd = kChainR + 4 * kDk * 32;
+static_assert(kChainEnd * 4 <= END, "phase 2's buffers fit in the scan's shared memory");
+}  // namespace wh
+__device__ __forceinline__ void wh_chain(float *sm, float *X, unsigned nseg, unsigned cq) {
+  using namespace wh;
+  float *xs = sm + kChainX, *red = sm + kChainR;
+  const unsigned tid = threadIdx.x, g = tid / 128, rt = (tid % 128) / 4, ct = tid % 4;
+  const unsigned orow = tid / 4, oc = 32 * cq + 8 * ct; /* the 8 outputs this thread sums */
+  auto load_m = [&](unsigned j) { /* M_j into buffer j % 2 */
+    const float *Mj = X + (size_t)(2 * j) * kMat;
+    const uint32_t b = sm80::smem_u32(sm + (j % 2) * kChainM);
+#pragma unroll
+    for (unsigned i = tid; i < kMat / 4; i += 512)
+      sm80::cp_async16(b + ((i / 32) * kLdM + 4 * (i % 32)) * 4, Mj + 4 * i, 16);
+  };
+  load_m(1);
+  sm80::cp_commit();
+  { /* X_1's columns */
+    const float4 *x1 = reinterpret_cast<const float4 *>(X + (size_t)orow * kDv + oc);
+    float4 *xd = reinterpret_cast<float4 *>(xs + orow * 32 + 8 * ct);
+    xd[0] = x1[0];
+    xd[1] = x1[1];
+  }
+  for (unsigned j = 1; j + 1 < nseg; j++) {
+    if (j + 2 < nseg) load_m(j + 1);
+    sm80::cp_commit();
+    float *Fj = X + (size_t)(2 * j - 1) * kMat + (size_t)orow * kDv + oc;
+    const float4 f0 = reinterpret_cast<const float4 *>(Fj)[0], f1 = reinterpret_cast<const float4 *>(Fj)[1];
+    sm80::cp_wait<1>();
+    __syncthreads(); /* M_j and X_j's columns in */
+    const float *ms = sm + (j % 2) * kChainM;
+    float acc[4][8];
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++)
+#pragma unroll
+      for (unsigned c = 0; c < 8; c++) acc[i][c] = 0.0f;
+#pragma unroll
+    for (unsigned kk = 32 * g; kk < 32 * g + 32; kk += 4) {
+      float4 m[4];
+#pragma unroll
+      for (unsigned i = 0; i < 4; i++) m[i] = *reinterpret_cast<const float4 *>(ms + (rt + 32 * i) * kLdM + kk);
+#pragma unroll
+      for (unsigned q = 0; q < 4; q++) {
+        const float4 xa = *reinterpret_cast<const float4 *>(xs + (kk + q) * 32 + 8 * ct);
+        const float4 xb = *reinterpret_cast<const float4 *>(xs + (kk + q) * 32 + 8 * ct + 4);
+        const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+#pragma unroll
+        for (unsigned i = 0; i < 4; i++) {
+          const float mv = q == 0 ? m[i].x : q == 1 ? m[i].y : q == 2 ? m[i].z : m[i].w;
+#pragma unroll
+          for (unsigned c = 0; c < 8; c++) acc[i][c] = fmaf(mv, xv[c], acc[i][c]);
+        }
+      }
+    }
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++) {
+      float4 *rd = reinterpret_cast<float4 *>(red + (g * kDk + rt + 32 * i) * 32 + 8 * ct);
+      rd[0] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      rd[1] = make_float4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
+    }
+    __syncthreads(); /* the partial sums in; M_j's buffer and X_j's columns read */
+    float4 s0 = f0, s1 = f1;
+#pragma unroll
+    for (unsigned gg = 0; gg < 4; gg++) {
+      const float4 *rs = reinterpret_cast<const float4 *>(red + (gg * kDk + orow) * 32 + 8 * ct);
+      const float4 a = rs[0], b = rs[1];
+      s0 = make_float4(s0.x + a.x, s0.y + a.y, s0.z + a.z, s0.w + a.w);
+      s1 = make_float4(s1.x + b.x, s1.y + b.y, s1.z + b.z, s1.w + b.w);
+    }
+    reinterpret_cast<float4 *>(Fj)[0] = s0; /* X_(j+1) over F_j, whose 8 values only this thread read */
+    reinterpret_cast<float4 *>(Fj)[1] = s1;
+    float4 *xd = reinterpret_cast<float4 *>(xs + orow * 32 + 8 * ct);
+    xd[0] = s0;
+    xd[1] = s1;
+  }
+}
+
 __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *state, const int *cu, const int *slots,
                                        float *ws, const uint16_t *vh, const shape &p, unsigned phase, unsigned nseg) {
   using namespace wh;
@@ -637,32 +724,8 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
       wh_scan<true>(smem, o, cu, wsb, vh, p, run);
     else
       wh_scan<false>(smem, o, cu, wsb, vh, p, run);
-  } else if (phase == 2) { /* 32 columns (k) of X_(j+1) = M_j X_j + F_j, row tid / 4, 8 columns a thread */
-    float *xs = reinterpret_cast<float *>(smem); /* X_j's 32 columns [128][32] */
-    const unsigned row = threadIdx.x / 4, c0 = 32 * k + 8 * (threadIdx.x % 4), cs = 8 * (threadIdx.x % 4);
-    float acc[8];
-#pragma unroll
-    for (unsigned i = 0; i < 8; i++) acc[i] = X[(size_t)row * kDv + c0 + i];
-    for (unsigned j = 1; j + 1 < nseg; j++) {
-#pragma unroll
-      for (unsigned i = 0; i < 8; i++) xs[row * 32 + cs + i] = acc[i];
-      __syncthreads();
-      const float *Mj = X + (size_t)(2 * j) * kMat, *Fj = X + (size_t)(2 * j - 1) * kMat;
-#pragma unroll
-      for (unsigned i = 0; i < 8; i++) acc[i] = Fj[(size_t)row * kDv + c0 + i];
-      for (unsigned kk = 0; kk < kDk; kk += 4) {
-        const float4 mk = *reinterpret_cast<const float4 *>(Mj + (size_t)row * kDk + kk);
-        const float mv[4] = {mk.x, mk.y, mk.z, mk.w};
-#pragma unroll
-        for (unsigned q = 0; q < 4; q++)
-#pragma unroll
-          for (unsigned i = 0; i < 8; i++) acc[i] = fmaf(mv[q], xs[(kk + q) * 32 + cs + i], acc[i]);
-      }
-      __syncthreads(); /* xs read */
-      float *Xn = X + (size_t)(2 * j - 1) * kMat; /* over F_j, whose columns this thread alone read */
-#pragma unroll
-      for (unsigned i = 0; i < 8; i++) Xn[(size_t)row * kDv + c0 + i] = acc[i];
-    }
+  } else if (phase == 2) {
+    wh_chain(reinterpret_cast<float *>(smem), X, nseg, k);
   } else { /* segment j = k + 1 from X_j (slot 0 for j = 1, else 2j - 3), the last one into the slot */
     const unsigned j = k + 1;
     const float *xj = X + (size_t)(j == 1 ? 0 : 2 * j - 3) * kMat;
