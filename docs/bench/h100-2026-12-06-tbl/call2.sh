@@ -3,7 +3,8 @@
 # 32 heads on 132 SMs; phase 2 register-blocked) on the device: its whole-head conformance tests and
 # layer test, then the core of one sequence with METRALE_WH_SEG0 = 16 (equal segments, as before
 # w0), the ops' own (22), 19 and 26, in rounds; the mixer at 16384 tokens both ways; each phase's
-# duration (ncu) at 16384 tokens for 16 and the ops' own; then the cuda suites.
+# duration (ncu) at 16384 tokens for 16 and the ops' own; build o6 (w0 with wh_prep at six blocks an
+# SM: branch o6) beside w0, the core as one and as 8 sequences; then the cuda suites.
 # Carry [".carry"].
 cd "$(dirname "$0")/../../.."
 CALL=${CALL:-call2}
@@ -29,6 +30,15 @@ for r in 1 2 3; do
   done
 done
 unset METRALE_WH_SEG0
+for r in 1 2; do
+  for v in w0 o6; do
+    B $v --core --prefill 16384,65536 --samples 15 --json > $O/${v}_core_$r.json 2>>$O/stderr.txt
+    B $v --core --prefill 16384,65536 --seqs 8 --samples 15 --json > $O/${v}_core8_$r.json 2>>$O/stderr.txt
+    el "$v core round $r rc=$?"
+  done
+done
+run o6 env METRALE_TEST_BACKEND=cuda timeout $(tl 60) .carry/var/o6/metrale_conformance --filter 'gdn/delta_rule_prefill_chunked_wh*' > $O/conf_wh_o6.txt 2>&1
+el "o6 conformance wh* rc=$? $(tail -1 $O/conf_wh_o6.txt)"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 for w in 16 auto; do
   if [ $w = auto ]; then unset METRALE_WH_SEG0; else export METRALE_WH_SEG0=$w; fi
