@@ -710,7 +710,8 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
   float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * kMat;
   float *X = wh_seg_mats(ws, cu, p, nseg, seq, h);
   auto first = [&](unsigned j) { /* segment j's first chunk: segment 0 w0 / 16 as long as each other */
-    return j == 0 ? 0u : (unsigned)((size_t)n * (w0 + 16 * (j - 1)) / (w0 + 16 * (nseg - 1)));
+    constexpr unsigned E = METRALE_WH_W0_EQUAL;
+    return j == 0 ? 0u : (unsigned)((size_t)n * (w0 + E * (j - 1)) / (w0 + E * (nseg - 1)));
   };
   const unsigned char *wsb = reinterpret_cast<const unsigned char *>(ws);
   if (phase == 1) { /* kind 0: segment 0 with its outputs; 2j - 1: F_j; 2j: M_j */

@@ -63,14 +63,15 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   const char *nseg = getenv("METRALE_WH_SEGMENTS"); /* force the segments (wh_segments), 0: none */
   char *end = NULL;
   const long n = nseg && *nseg ? strtol(nseg, &end, 10) : -1;
-  if (nseg && *nseg && (*end != '\0' || n > 8 || (n > 0 && n < 3) || n < 0))
-    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEGMENTS=%s: 0 (none) or 3 to 8 segments", nseg);
+  if (nseg && *nseg && (*end != '\0' || n > METRALE_WH_NSEG_MAX || (n > 0 && n < METRALE_WH_NSEG_MIN) || n < 0))
+    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEGMENTS=%s: 0 (none) or %d to %d segments", nseg,
+                         METRALE_WH_NSEG_MIN, METRALE_WH_NSEG_MAX);
   ops->wh_nseg = (int)n;
   const char *w0 = getenv("METRALE_WH_SEG0"); /* force segment 0's weight (wh_seg0), 16: equal */
   const long w = w0 && *w0 ? strtol(w0, &end, 10) : 0;
-  if (w0 && *w0 && (*end != '\0' || w < 1 || w > 64))
-    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEG0=%s: 1 to 64 (segment 0's length in sixteenths of "
-                         "each other segment's)", w0);
+  if (w0 && *w0 && (*end != '\0' || w < METRALE_WH_W0_MIN || w > METRALE_WH_W0_MAX))
+    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEG0=%s: %d to %d (segment 0's length in sixteenths of "
+                         "each other segment's)", w0, METRALE_WH_W0_MIN, METRALE_WH_W0_MAX);
   ops->wh_w0 = (int)w;
   return METRALE_OK;
 }
@@ -701,7 +702,7 @@ static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32
   if (3 * (uint64_t)s * nv >= sms) return 0; /* the whole sequence a block fills a third of the SMs */
   uint32_t best = 0;
   uint64_t best_w = 0, best_n = 1; /* waves / segments, as a fraction */
-  for (uint64_t n = 3; n <= 8; n++) {
+  for (uint64_t n = METRALE_WH_NSEG_MIN; n <= METRALE_WH_NSEG_MAX; n++) {
     const uint64_t w = CEIL_DIV((uint64_t)s * nv * (2 * n - 3), sms) + CEIL_DIV((uint64_t)s * nv * (n - 1), sms);
     if ((uint64_t)t < 24 * n * 64 * s) break; /* 24 chunks a segment on average */
     if (!best || w * best_n < best_w * n) best = (uint32_t)n, best_w = w, best_n = n;
@@ -719,9 +720,9 @@ static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32
 static uint32_t wh_seg0(const metrale_ops *o, uint32_t s, uint32_t nv, uint32_t nseg) {
   if (o->wh_w0 > 0) return (uint32_t)o->wh_w0;
   const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count, b = (uint64_t)s * nv;
-  if (sms <= b) return 16;
-  const uint64_t k = CEIL_DIV(2 * b * (nseg - 2), sms - b), w = (k * 16 * 7 + 5) / 10;
-  return w < 1 ? 1u : w > 64 ? 64u : (uint32_t)w;
+  if (sms <= b) return METRALE_WH_W0_EQUAL;
+  const uint64_t k = CEIL_DIV(2 * b * (nseg - 2), sms - b), w = (k * METRALE_WH_W0_EQUAL * 7 + 5) / 10;
+  return w < METRALE_WH_W0_MIN ? METRALE_WH_W0_MIN : w > METRALE_WH_W0_MAX ? METRALE_WH_W0_MAX : (uint32_t)w;
 }
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
