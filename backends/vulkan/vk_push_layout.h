@@ -5,9 +5,7 @@
 
 #include <stdint.h>
 
-#include "metrale/manifest.h"
-
-#define VK_PUSH_MAX_ARGS METRALE_MAX_KERNEL_ARGS
+#define VK_PUSH_MAX_ARGS 16
 
 typedef struct vk_push_layout {
   uint32_t size;  /* bytes, a multiple of 4, <= 128 */

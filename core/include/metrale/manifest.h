@@ -5,7 +5,6 @@
 #include <stdint.h>
 
 #include "metrale/gpu_backend.h"
-#include "metrale/kernel_bounds.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,9 +17,7 @@ typedef enum metrale_kernel_id {
   METRALE_K_COUNT
 } metrale_kernel_id;
 
-/* The most arguments a kernel's signature takes (the Vulkan generator checks the 128 bytes of push
- * constants separately) */
-#define METRALE_MAX_KERNEL_ARGS 20
+#define METRALE_MAX_KERNEL_ARGS 16
 
 typedef enum metrale_requirement {
   METRALE_REQUIRED = 1,
