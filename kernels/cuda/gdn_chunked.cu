@@ -46,6 +46,7 @@
  * workspace size on plain f32 FMAs, as the Vulkan shader computes it (tests/unit/
  * test_chunked_fma.c runs that source on the host; no AMD GPU has run it). */
 #include "common.cuh"
+#include "metrale/kernel_bounds.h"
 
 #if !defined(__HIP_PLATFORM_AMD__)
 #include "sm80.cuh"
@@ -1374,7 +1375,7 @@ delta_rule_prefill_chunked_wh_seg(bf16 *o, const float *qkv, const float *g, con
   (void)qkv, (void)g, (void)beta;
   extern __shared__ __align__(128) unsigned char smem_whs[];
   shape p;
-  if (phase < 1 || phase > 3 || nseg < 3 || nseg > 8 || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 ||
+  if (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 ||
       (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
       gridDim.x != s * nv * (phase == 1 ? 2 * nseg - 3 : phase == 2 ? 4 : nseg - 1))
     return;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "metrale/gpu_backend.h"
+#include "metrale/kernel_bounds.h"
 
 #ifdef __cplusplus
 extern "C" {

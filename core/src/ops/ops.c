@@ -63,8 +63,9 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   const char *nseg = getenv("METRALE_WH_SEGMENTS"); /* force the segments (wh_segments), 0: none */
   char *end = NULL;
   const long n = nseg && *nseg ? strtol(nseg, &end, 10) : -1;
-  if (nseg && *nseg && (*end != '\0' || n > 8 || (n > 0 && n < 3) || n < 0))
-    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEGMENTS=%s: 0 (none) or 3 to 8 segments", nseg);
+  if (nseg && *nseg && (*end != '\0' || n > METRALE_WH_NSEG_MAX || (n > 0 && n < METRALE_WH_NSEG_MIN) || n < 0))
+    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEGMENTS=%s: 0 (none) or %d to %d segments", nseg,
+                         METRALE_WH_NSEG_MIN, METRALE_WH_NSEG_MAX);
   ops->wh_nseg = (int)n;
   return METRALE_OK;
 }
@@ -695,7 +696,7 @@ static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32
   if (3 * (uint64_t)s * nv >= sms) return 0; /* the whole sequence a block fills a third of the SMs */
   uint32_t best = 0;
   uint64_t best_w = 0, best_n = 1; /* waves / segments, as a fraction */
-  for (uint64_t n = 3; n <= 8; n++) {
+  for (uint64_t n = METRALE_WH_NSEG_MIN; n <= METRALE_WH_NSEG_MAX; n++) {
     const uint64_t w = CEIL_DIV((uint64_t)s * nv * (2 * n - 3), sms) + CEIL_DIV((uint64_t)s * nv * (n - 1), sms);
     if ((uint64_t)t < 24 * n * 64 * s) break; /* 24 chunks a segment on average */
     if (!best || w * best_n < best_w * n) best = (uint32_t)n, best_w = w, best_n = n;
