@@ -1,0 +1,45 @@
+#!/bin/bash
+# Prepared 2026-12-06 (fifty-first session), not yet run: builds mn (main), w0 (main + w0.patch:
+# segment 0 weighted) and o6 (main + o6.patch: wh_prep at six blocks an SM), README.md here.  The
+# whole-head tests on w0 and o6, the core of one sequence on w0 with METRALE_WH_SEG0 = 16 (equal
+# segments: main's boundaries) and the ops' own (22), and mn beside them; o6 against mn as one and
+# as 8 sequences; the mixer at 16384 tokens on w0 both ways; the cuda suites on w0.
+# Carry [".carry"].  Move what comes back to docs/bench/<gpu>-<date>-<topic>/.
+cd "$(dirname "$0")/../../.."
+CALL=${CALL:-next}
+BUDGET=${BUDGET:-300}
+. scripts/device-call.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
+export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
+for v in w0 o6; do
+  run $v timeout $(tl 30) .carry/var/$v/metrale_conformance --filter 'gdn/delta_rule_prefill_chunked_wh*' > $O/conf_wh_$v.txt 2>&1
+  el "$v conformance wh* rc=$? $(tail -1 $O/conf_wh_$v.txt)"
+done
+run w0 timeout $(tl 30) .carry/var/w0/metrale_layer_tests --filter 'modes/prefill_takes_the_whole_head*' > $O/layer_wh.txt 2>&1
+el "w0 layer wh test rc=$? $(tail -1 $O/layer_wh.txt)"
+unset METRALE_TEST_BACKEND
+for r in 1 2 3; do
+  for w in 16 auto; do
+    if [ $w = auto ]; then unset METRALE_WH_SEG0; else export METRALE_WH_SEG0=$w; fi
+    B w0 --core --prefill 8192,16384,65536 --samples 15 --json > $O/w0_core_w${w}_$r.json 2>>$O/stderr.txt
+    el "w0 core w0=$w round $r rc=$?"
+  done
+  unset METRALE_WH_SEG0
+  for v in mn o6; do
+    B $v --core --prefill 8192,16384,65536 --samples 15 --json > $O/${v}_core_$r.json 2>>$O/stderr.txt
+    B $v --core --prefill 16384,65536 --seqs 8 --samples 15 --json > $O/${v}_core8_$r.json 2>>$O/stderr.txt
+    el "$v core round $r rc=$?"
+  done
+done
+for w in 16 auto; do
+  if [ $w = auto ]; then unset METRALE_WH_SEG0; else export METRALE_WH_SEG0=$w; fi
+  B w0 --part mixer --decode 1 --prefill 4096,16384 --samples 15 --json > $O/w0_mixer_w$w.json 2>>$O/stderr.txt
+  el "w0 mixer w0=$w rc=$?"
+done
+unset METRALE_WH_SEG0
+export METRALE_TEST_BACKEND=cuda
+run w0 timeout $(tl 100) .carry/var/w0/metrale_conformance --jobs 8 > $O/conf_cuda.txt 2>&1
+el "w0 cuda conformance rc=$? $(tail -1 $O/conf_cuda.txt)"
+run w0 timeout $(tl 60) .carry/var/w0/metrale_layer_tests --jobs 8 > $O/layer_cuda.txt 2>&1
+el "w0 cuda layer suite rc=$? $(tail -1 $O/layer_cuda.txt)"
+finish
