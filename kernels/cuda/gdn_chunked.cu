@@ -1375,8 +1375,8 @@ delta_rule_prefill_chunked_wh_seg(bf16 *o, const float *qkv, const float *g, con
   (void)qkv, (void)g, (void)beta;
   extern __shared__ __align__(128) unsigned char smem_whs[];
   shape p;
-  if (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 ||
-      (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
+  if (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX || dk != kDk || dv != kDv ||
+      (uintptr_t)o % 16u != 0 || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
       gridDim.x != s * nv * (phase == 1 ? 2 * nseg - 3 : phase == 2 ? 4 : nseg - 1))
     return;
   wh_seg(smem_whs, o, state, cu_seqlens, slots, ws, vh, p, phase, nseg);
