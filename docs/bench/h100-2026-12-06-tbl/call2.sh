@@ -2,6 +2,7 @@
 # 2026-12-06 (fifty-first session), with the last ~4 minutes of device time: builds w0 and o6 of
 # docs/bench/next (main + w0.patch, main + o6.patch); w0's whole-head tests and layer test, the core of
 # one sequence with w0 = 16 (equal segments, main's) and the ops' own (22), o6 beside w0 at 16.  Carry [".carry"].
+cd "$(dirname "$0")/../../.."
 CALL=${CALL:-call2}
 BUDGET=${BUDGET:-100}
 . scripts/device-call.sh
