@@ -4,10 +4,11 @@
 # whole-head tests on w0 and o6, the core of one sequence on w0 with METRALE_WH_SEG0 = 16 (equal
 # segments: main's boundaries) and the ops' own (22), and mn beside them; o6 against mn as one and
 # as 8 sequences; the mixer at 16384 tokens on w0 both ways; the cuda suites on w0.
+# On an H200 also the issue-6 table's mixer and layer rows on mn (three rounds).
 # Carry [".carry"].  Move what comes back to docs/bench/<gpu>-<date>-<topic>/.
 cd "$(dirname "$0")/../../.."
 CALL=${CALL:-next}
-BUDGET=${BUDGET:-300}
+BUDGET=${BUDGET:-560}
 . scripts/device-call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
 export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
@@ -37,6 +38,16 @@ for w in 16 auto; do
   el "w0 mixer w0=$w rc=$?"
 done
 unset METRALE_WH_SEG0
+# on an H200, the issue-6 table's rows on main (mixer, layer; the core's are mn's rounds above)
+if grep -q H200 $O/gpu.txt; then
+  run mn .carry/var/mn/metrale audit --backend cuda > $O/audit.txt 2>&1
+  for r in 1 2 3; do
+    B mn --samples 15 --json > $O/mn_mixer_$r.json 2>>$O/stderr.txt
+    el "mixer round $r rc=$?"
+    B mn --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > $O/mn_layer_$r.json 2>>$O/stderr.txt
+    el "layer round $r rc=$?"
+  done
+fi
 export METRALE_TEST_BACKEND=cuda
 run w0 timeout $(tl 100) .carry/var/w0/metrale_conformance --jobs 8 > $O/conf_cuda.txt 2>&1
 el "w0 cuda conformance rc=$? $(tail -1 $O/conf_cuda.txt)"
