@@ -5,7 +5,9 @@
 
 #include <stdint.h>
 
-#define VK_PUSH_MAX_ARGS 16
+#include "metrale/manifest.h"
+
+#define VK_PUSH_MAX_ARGS METRALE_MAX_KERNEL_ARGS
 
 typedef struct vk_push_layout {
   uint32_t size;  /* bytes, a multiple of 4, <= 128 */

@@ -342,10 +342,12 @@ metrale_status cpu_k_delta_rule_prefill_chunked_wh(const gpu_arg *args) {
 /* The same op in nseg segments: the cpu's recurrence runs whole in phase 3; phases 1 and 2, whose
  * workspace matrices are the backend's own, only check their arguments. */
 metrale_status cpu_k_delta_rule_prefill_chunked_wh_seg(const gpu_arg *args) {
-  const uint32_t phase = cpu_arg_u(args, 13), nseg = cpu_arg_u(args, 15);
-  if (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX)
-    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh_seg: phase %u, nseg %u (phases 1 to 3, "
-                         "%d to %d segments)", phase, nseg, METRALE_WH_NSEG_MIN, METRALE_WH_NSEG_MAX);
+  const uint32_t phase = cpu_arg_u(args, 13), nseg = cpu_arg_u(args, 15), w0 = cpu_arg_u(args, 16);
+  if (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX || w0 < METRALE_WH_W0_MIN ||
+      w0 > METRALE_WH_W0_MAX)
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh_seg: phase %u, nseg %u, w0 %u (phases 1 "
+                         "to 3, %d to %d segments, w0 %d to %d)", phase, nseg, w0, METRALE_WH_NSEG_MIN,
+                         METRALE_WH_NSEG_MAX, METRALE_WH_W0_MIN, METRALE_WH_W0_MAX);
   METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh_seg", args, phase));
   if ((uintptr_t)cpu_arg_p(args, 0) % 16u != 0 || (uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh_seg: needs a 16-byte aligned o and vh");

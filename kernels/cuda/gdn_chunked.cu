@@ -1371,15 +1371,16 @@ extern "C" __global__ void __launch_bounds__(512, 1)
 delta_rule_prefill_chunked_wh_seg(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
                                   const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
                                   unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh,
-                                  unsigned nseg) {
+                                  unsigned nseg, unsigned w0) {
   (void)qkv, (void)g, (void)beta;
   extern __shared__ __align__(128) unsigned char smem_whs[];
   shape p;
-  if (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX || dk != kDk || dv != kDv ||
-      (uintptr_t)o % 16u != 0 || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
+  if (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX || w0 < METRALE_WH_W0_MIN ||
+      w0 > METRALE_WH_W0_MAX || dk != kDk || dv != kDv || (uintptr_t)o % 16u != 0 ||
+      (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv) ||
       gridDim.x != s * nv * (phase == 1 ? 2 * nseg - 3 : phase == 2 ? 4 : nseg - 1))
     return;
-  wh_seg(smem_whs, o, state, cu_seqlens, slots, ws, vh, p, phase, nseg);
+  wh_seg(smem_whs, o, state, cu_seqlens, slots, ws, vh, p, phase, nseg, w0);
 }
 MK_CHECK(delta_rule_prefill_chunked_wh_seg, gdn_chunked);
 #endif

@@ -698,7 +698,8 @@ __device__ __forceinline__ void wh_chain(float *sm, float *X, unsigned nseg, uns
 }
 
 __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *state, const int *cu, const int *slots,
-                                       float *ws, const uint16_t *vh, const shape &p, unsigned phase, unsigned nseg) {
+                                       float *ws, const uint16_t *vh, const shape &p, unsigned phase, unsigned nseg,
+                                       unsigned w0) {
   using namespace wh;
   const unsigned h = blockIdx.x % p.nv, r = blockIdx.x / p.nv;
   const unsigned kinds = phase == 1 ? 2 * nseg - 3 : phase == 2 ? 4 : nseg - 1;
@@ -708,7 +709,10 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
   const int slot = slots[seq];
   float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * kMat;
   float *X = wh_seg_mats(ws, cu, p, nseg, seq, h);
-  auto first = [&](unsigned j) { return (unsigned)((size_t)j * n / nseg); }; /* segment j's first chunk */
+  auto first = [&](unsigned j) { /* segment j's first chunk: segment 0 w0 / 16 as long as each other */
+    constexpr unsigned E = METRALE_WH_W0_EQUAL;
+    return j == 0 ? 0u : (unsigned)((size_t)n * (w0 + E * (j - 1)) / (w0 + E * (nseg - 1)));
+  };
   const unsigned char *wsb = reinterpret_cast<const unsigned char *>(ws);
   if (phase == 1) { /* kind 0: segment 0 with its outputs; 2j - 1: F_j; 2j: M_j */
     const unsigned j = k == 0 ? 0 : (k + 1) / 2;

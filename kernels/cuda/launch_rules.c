@@ -59,10 +59,13 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   if (strncmp(k, "delta_rule_prefill_chunked_wh", 29) == 0) { /* and _prep, _seg */
     const int prep = strcmp(k, "delta_rule_prefill_chunked_wh_prep") == 0;
     const int seg = strcmp(k, "delta_rule_prefill_chunked_wh_seg") == 0;
-    const uint32_t phase = u32_arg(info, args, "phase"), nseg = u32_arg(info, args, "nseg");
-    if (seg && (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX))
-      return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u, nseg %u (phases 1 to 3, %d to %d segments)", k, phase, nseg,
-                           METRALE_WH_NSEG_MIN, METRALE_WH_NSEG_MAX);
+    const uint32_t phase = u32_arg(info, args, "phase"), nseg = u32_arg(info, args, "nseg"),
+                   w0 = u32_arg(info, args, "w0");
+    if (seg && (phase < 1 || phase > 3 || nseg < METRALE_WH_NSEG_MIN || nseg > METRALE_WH_NSEG_MAX ||
+                w0 < METRALE_WH_W0_MIN || w0 > METRALE_WH_W0_MAX))
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u, nseg %u, w0 %u (phases 1 to 3, %d to %d segments, w0 %d to %d)",
+                           k, phase, nseg, w0, METRALE_WH_NSEG_MIN, METRALE_WH_NSEG_MAX, METRALE_WH_W0_MIN,
+                           METRALE_WH_W0_MAX);
     if (!seg && phase != (prep ? 0u : 1u))
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: phase %u (only %u)", k, phase, prep ? 0u : 1u);
     if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128)

@@ -95,8 +95,8 @@ static uint32_t v_from = 0;
 /* and v of token tok times 2^(v_ramp (tok - T/2) / 64): its magnitude, and the states', change
  * by 2^v_ramp a chunk (0 but in the fp16 build's ramp cases) */
 static float v_ramp = 0.0f;
-/* delta_rule_prefill_chunked_wh_seg's segments a sequence (its test sets it) */
-static uint32_t seg_n = 3;
+/* delta_rule_prefill_chunked_wh_seg's segments a sequence and segment 0's weight (its test sets them) */
+static uint32_t seg_n = 3, seg_w0 = 16;
 
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
@@ -196,6 +196,7 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
     if (id1 == METRALE_K_delta_rule_prefill_chunked_wh_seg) { /* phase 0 (_prep) takes the arguments before nseg */
       l.phase_nargs[0] = l.nargs;
       cf_arg_u32(&l, seg_n);
+      cf_arg_u32(&l, seg_w0);
     }
   }
   if (cf_run(ctx, &l, kern)) {
@@ -465,15 +466,16 @@ Test(gdn, delta_rule_prefill_chunked_wh) {
 /* delta_rule_prefill_chunked_wh_seg: the same op with each sequence cut into 3, 5 and 8 segments
  * (phase 0 by delta_rule_prefill_chunked_wh_prep, then its phases 1 to 3): sequences of 16 and 11
  * chunks and shorter ones, whose segments are partly empty (the chunked cases' sets), on 1, 2 and
- * 4 value heads a key head; the fp16 build's range cases on one head, 300 tokens in 3 and 5
- * segments (of one or two chunks, so that F, M and the chaining see each range); then the
- * launches its contract refuses. */
+ * 4 value heads a key head, segment 0 as long as the others (w0 = 16), 1/16 of them (often
+ * empty), 22/16 (the ops' choice at 32 heads on 132 SMs) and 4 times; the fp16 build's range cases
+ * on one head, 300 tokens in 3 and 5 segments (of one or two chunks, so that F, M and the chaining
+ * see each range); then the launches its contract refuses. */
 Test(gdn, delta_rule_prefill_chunked_wh_seg) {
   CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_wh_prep);
   static const heads hs[] = {{1, 1, 128, 128}, {1, 2, 128, 128}, {2, 4, 128, 128}};
   static const int32_t long_a[] = {1000}, long_b[] = {700, 0, 129, 300}, mid[] = {300};
   static const seq_set sets[] = {{long_a, 1}, {long_b, 4}, {lens_a, 6}, {lens_d, 3}, {mid, 1}};
-  static const uint32_t nsegs[] = {3, 5, 8};
+  static const uint32_t nsegs[] = {3, 5, 8}, w0s[] = {16, 22, 1, 64};
   for (size_t ri = 0; ri < N_F16_RANGES; ri++) {
     set_range(ri);
     for (size_t ni = 0; ni < 3; ni++)
@@ -482,10 +484,12 @@ Test(gdn, delta_rule_prefill_chunked_wh_seg) {
           if (ri > 0 && (hi > 0 || ci != 4 || ni == 2)) continue; /* the range cases: one head, 300 tokens */
           if (ri == 0 && ci == 4) continue;
           seg_n = nsegs[ni];
+          seg_w0 = ri > 0 ? 22 : w0s[(ci + ni + hi) % 4];
           int32_t cu[8] = {0};
           for (uint32_t q = 0; q < sets[ci].n; q++) cu[q + 1] = cu[q] + sets[ci].lens[q];
-          snprintf(ctx.shape, sizeof ctx.shape, "wh_seg nseg=%u range=%g from=%u ramp=%g S=%u T=%d nk=%u nv=%u",
-                   seg_n, v_range, v_from, v_ramp, sets[ci].n, cu[sets[ci].n], hs[hi].nk, hs[hi].nv);
+          snprintf(ctx.shape, sizeof ctx.shape,
+                   "wh_seg nseg=%u w0=%u range=%g from=%u ramp=%g S=%u T=%d nk=%u nv=%u", seg_n, seg_w0, v_range,
+                   v_from, v_ramp, sets[ci].n, cu[sets[ci].n], hs[hi].nk, hs[hi].nv);
           run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep, METRALE_K_delta_rule_prefill_chunked_wh_seg,
                       kern, &hs[hi], sets[ci].n, cu, sets[ci].n + 2, 128);
         }
@@ -494,16 +498,18 @@ Test(gdn, delta_rule_prefill_chunked_wh_seg) {
   v_range = 1.0f;
   v_from = 0;
   seg_n = 3;
+  seg_w0 = 16;
   cf_close(&ctx);
-  /* refused: phase 0 and 4, 2 and 9 segments, dk 64, a misaligned vh or o */
+  /* refused: phase 0 and 4, 2 and 9 segments, w0 0 and 65, dk 64, a misaligned vh or o */
   static const struct {
-    uint32_t phase, nseg, dk;
+    uint32_t phase, nseg, w0, dk;
     uint64_t vh, o;
     const char *what;
-  } bad[] = {{0, 3, 128, 36864, 4096, "phase 0"},     {4, 3, 128, 36864, 4096, "phase 4"},
-             {1, 2, 128, 36864, 4096, "2 segments"},  {3, 9, 128, 36864, 4096, "9 segments"},
-             {1, 3, 64, 36864, 4096, "dk 64"},        {2, 3, 128, 36872, 4096, "a misaligned vh"},
-             {3, 3, 128, 36864, 4104, "a misaligned o"}};
+  } bad[] = {{0, 3, 16, 128, 36864, 4096, "phase 0"},    {4, 3, 16, 128, 36864, 4096, "phase 4"},
+             {1, 2, 16, 128, 36864, 4096, "2 segments"}, {3, 9, 16, 128, 36864, 4096, "9 segments"},
+             {1, 3, 0, 128, 36864, 4096, "w0 0"},        {3, 5, 65, 128, 36864, 4096, "w0 65"},
+             {1, 3, 16, 64, 36864, 4096, "dk 64"},       {2, 3, 16, 128, 36872, 4096, "a misaligned vh"},
+             {3, 3, 16, 128, 36864, 4104, "a misaligned o"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CF_BEGIN(c2, k2, METRALE_K_delta_rule_prefill_chunked_wh_seg);
     const gpu_arg args[] = {gpu_arg_ptr(bad[i].o), gpu_arg_ptr(8192),       gpu_arg_ptr(12288),
@@ -511,7 +517,7 @@ Test(gdn, delta_rule_prefill_chunked_wh_seg) {
                             gpu_arg_ptr(28672),    gpu_arg_ptr(32768),      gpu_arg_u32(1),
                             gpu_arg_u32(1),        gpu_arg_u32(2),          gpu_arg_u32(bad[i].dk),
                             gpu_arg_u32(128),      gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh),
-                            gpu_arg_u32(bad[i].nseg)};
+                            gpu_arg_u32(bad[i].nseg), gpu_arg_u32(bad[i].w0)};
     expect_refused(&c2, METRALE_K_delta_rule_prefill_chunked_wh_seg, k2, args, sizeof args / sizeof args[0],
                    bad[i].what);
     cf_close(&c2);

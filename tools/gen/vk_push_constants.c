@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrale/manifest.h"
+
 #define VK_PUSH_LIMIT 128u
-#define MAX_ARGS 16
+#define MAX_ARGS METRALE_MAX_KERNEL_ARGS
 
 typedef struct row {
   const char *module, *name, *signature;

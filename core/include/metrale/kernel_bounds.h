@@ -4,8 +4,12 @@
 #ifndef METRALE_KERNEL_BOUNDS_H
 #define METRALE_KERNEL_BOUNDS_H
 
-/* delta_rule_prefill_chunked_wh_seg: nseg segments a sequence */
+/* delta_rule_prefill_chunked_wh_seg: nseg segments a sequence, segment 0 w0/16 times as long as
+ * each other one */
 #define METRALE_WH_NSEG_MIN 3
 #define METRALE_WH_NSEG_MAX 8
+#define METRALE_WH_W0_MIN 1
+#define METRALE_WH_W0_MAX 64
+#define METRALE_WH_W0_EQUAL 16
 
 #endif

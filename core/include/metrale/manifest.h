@@ -18,7 +18,9 @@ typedef enum metrale_kernel_id {
   METRALE_K_COUNT
 } metrale_kernel_id;
 
-#define METRALE_MAX_KERNEL_ARGS 16
+/* The most arguments a kernel's signature takes (the Vulkan generator checks the 128 bytes of push
+ * constants separately) */
+#define METRALE_MAX_KERNEL_ARGS 20
 
 typedef enum metrale_requirement {
   METRALE_REQUIRED = 1,

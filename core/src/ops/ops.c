@@ -67,6 +67,12 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
     return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEGMENTS=%s: 0 (none) or %d to %d segments", nseg,
                          METRALE_WH_NSEG_MIN, METRALE_WH_NSEG_MAX);
   ops->wh_nseg = (int)n;
+  const char *w0 = getenv("METRALE_WH_SEG0"); /* force segment 0's weight (wh_seg0), 16: equal */
+  const long w = w0 && *w0 ? strtol(w0, &end, 10) : 0;
+  if (w0 && *w0 && (*end != '\0' || w < METRALE_WH_W0_MIN || w > METRALE_WH_W0_MAX))
+    return METRALE_ERROR(INVALID_ARGUMENT, "METRALE_WH_SEG0=%s: %d to %d (segment 0's length in sixteenths of "
+                         "each other segment's)", w0, METRALE_WH_W0_MIN, METRALE_WH_W0_MAX);
+  ops->wh_w0 = (int)w;
   return METRALE_OK;
 }
 
@@ -704,6 +710,21 @@ static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32
   return best && 3 * best_w <= 2 * best_n ? best : 0;
 }
 
+/* Segment 0's length against each other segment's, in sixteenths (wh_seg's w0).  Segment 0 runs
+ * in phase 1 with its outputs beside the F and M blocks, which have none, and phase 3 runs the
+ * others.  With b = s nv blocks a kind, the 2 b (nseg - 2) F and M blocks share the SMs segment 0
+ * leaves, k an SM, so phase 1 takes max(a L0, k r a L) for segments of L chunks (L0 segment 0's),
+ * a a step with outputs and r a the step without: balanced at L0 = k r L.  r = 0.7 (H100, ncu at
+ * 16384 tokens: 3.3 against 4.7 us, docs/perf-prefill.md part 24).  At nv = 32 on 132 SMs in 5
+ * segments k = 2: w0 = 22, counted 7 % off phases 1 and 3 (part 25).  METRALE_WH_SEG0 forces it. */
+static uint32_t wh_seg0(const metrale_ops *o, uint32_t s, uint32_t nv, uint32_t nseg) {
+  if (o->wh_w0 > 0) return (uint32_t)o->wh_w0;
+  const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count, b = (uint64_t)s * nv;
+  if (sms <= b) return METRALE_WH_W0_EQUAL;
+  const uint64_t k = CEIL_DIV(2 * b * (nseg - 2), sms - b), w = (k * METRALE_WH_W0_EQUAL * 7 + 5) / 10;
+  return w < METRALE_WH_W0_MIN ? METRALE_WH_W0_MIN : w > METRALE_WH_W0_MAX ? METRALE_WH_W0_MAX : (uint32_t)w;
+}
+
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
   if (v_half && chunked_wh(o, dk, dv, 0, 0, 0))
@@ -795,7 +816,8 @@ static metrale_status launch_wh(const metrale_ops *o, gpu_stream st, uint32_t ph
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch", (unsigned long long)grid);
   if (nseg && phase > 0)
     LAUNCH(o, st, delta_rule_prefill_chunked_wh_seg, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
-           P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh), U(nseg));
+           P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh), U(nseg),
+           U(wh_seg0(o, s, nv, nseg)));
   if (phase == 0)
     LAUNCH(o, st, delta_rule_prefill_chunked_wh_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
            P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));

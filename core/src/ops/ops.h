@@ -13,6 +13,7 @@ typedef struct metrale_ops {
   metrale_device *dev;
   gpu_kernel k[METRALE_K_COUNT];
   int wh_nseg; /* METRALE_WH_SEGMENTS: the segments the whole-head scan takes (0 none), -1 its own choice */
+  int wh_w0;   /* METRALE_WH_SEG0: segment 0's length in sixteenths of each other's (1..64), 0 its own choice */
 } metrale_ops;
 
 /* Resolves every manifest kernel: REQUIRED ones must exist (error naming the first
