@@ -153,6 +153,16 @@ __device__ __forceinline__ void scale64(float (&x)[64], float f) {
 constexpr uint64_t kStepK = 256 >> 4, kStepTok = (2 * 2048) >> 4, kStepB = (2 * KC) >> 4;
 }  // namespace wh
 
+/* Each (chunk, value head)'s bound b on how much of the state the chunk keeps, after the records
+ * (nc chunks): a chunk maps S to prod_t e^(g_t) (I - beta_t k_t k_t^T) S + ..., whose norm is at most
+ * e^(G_L) where every token's beta |k|^2 lies in [0, 2], so b = G_L log2(e) there and +inf
+ * elsewhere (no bound).  Phase 0 writes them; the segments' passes read them (wh_forget_from). */
+__device__ __forceinline__ float *wh_bounds(const void *ws, size_t nc, const shape &p) {
+  using namespace wh;
+  return reinterpret_cast<float *>(const_cast<unsigned char *>(static_cast<const unsigned char *>(ws)) +
+                                   nc * p.nk * kRecA + nc * p.nv * kRecB);
+}
+
 /* Phase 0 of one (chunk, value head). */
 __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float *g, const float *beta, const int *cu,
                                         unsigned char *ws, const shape &p) {
@@ -211,6 +221,7 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   if (l.w == 0) kkt_rows_f16<0>(acc0, Ks, Ks, p.dk, l);
   if (l.w == 1) kkt_rows_f16<1>(acc0, Ks, Ks, p.dk, l);
   __syncthreads(); /* A is written where K was */
+  bool grow = false; /* a token whose I - beta k k^T may stretch the state (beta |k|^2 outside [0, 2]) */
   if (l.w < 2) {
     const unsigned rt[2] = {l.w, 3u - l.w};
 #pragma unroll
@@ -228,6 +239,10 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
             const unsigned rr = e < 2 ? ra : rb, ce = c + (e & 1);
             const bool lower = rr < L && ce < rr;
             v[e] = lower ? br[e >> 1] * acc0[i][nt][e] * ex2_ftz(gr[e >> 1] - ((e & 1) ? gc.y : gc.x)) : 0.0f;
+            if (rr < L && ce == rr) { /* k_r.k_r on the diagonal */
+              const float bn = br[e >> 1] * acc0[i][nt][e];
+              grow |= !(bn >= 0.0f && bn <= 2.0f);
+            }
           }
           *reinterpret_cast<float2 *>(As + ra * kLdA + c) = make_float2(v[0], v[1]);
           *reinterpret_cast<float2 *>(As + rb * kLdA + c) = make_float2(v[2], v[3]);
@@ -235,7 +250,9 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
       }
     }
   }
-  __syncthreads();
+  const bool grows = __syncthreads_or(grow);
+  if (l.tid == 0) /* the chunk's bound, for the segments' passes (wh_forget_from) */
+    wh_bounds(ws, nc, p)[j * p.nv + h] = grows ? __int_as_float(0x7f800000) : gs[kCh - 1];
   invert_unit_lower(As, Xs, l);
   /* Tb = T diag(beta) in half: 16-byte words of 8 columns; blocks above the diagonal zero */
   for (unsigned i = l.tid; i < kTb / 16; i += kBlock) {
@@ -591,6 +608,37 @@ namespace wh {
 constexpr unsigned kMat = kDk * kDv; /* floats of one state */
 }  // namespace wh
 
+/* What the segments' passes may leave out: a state's share below 2^-kForget of it (phase 1's F_j
+ * from a later chunk, M_j as zero; kernels.def). */
+namespace wh {
+constexpr float kForget = 64.0f;
+}  // namespace wh
+
+/* Chunks [cb, ce) of the sequence whose first chunk is j0, value head h: the last chunk c0 from
+ * which the chunks' bounds (wh_bounds) sum to -kForget or below, so that whatever the state held
+ * before c0 is at most 2^-kForget of it at ce; ce where none does.  By each warp alone (its lanes
+ * 32 chunks at a time from the end, their suffix sums by shuffles), the same in every warp. */
+__device__ __forceinline__ unsigned wh_forget_from(const float *bnd, size_t j0, const shape &p, unsigned h,
+                                                   unsigned cb, unsigned ce) {
+  const unsigned lane = threadIdx.x % 32;
+  float acc = 0.0f;
+  for (unsigned top = ce; top > cb;) {
+    const unsigned n = top - cb < 32 ? top - cb : 32u;
+    float b = lane < n ? bnd[(j0 + top - 1 - lane) * p.nv + h] : 0.0f; /* lane 0: chunk top - 1 */
+#pragma unroll
+    for (unsigned o = 1; o < 32; o <<= 1) {
+      const float v = __shfl_up_sync(0xffffffffu, b, o);
+      if (lane >= o) b += v;
+    }
+    b += acc; /* the bounds of chunks top - 1 - lane .. ce - 1 */
+    const unsigned hit = __ballot_sync(0xffffffffu, lane < n && b <= -wh::kForget);
+    if (hit) return top - 1 - (__ffs(hit) - 1);
+    acc = __shfl_sync(0xffffffffu, b, 31);
+    top -= n;
+  }
+  return ce;
+}
+
 /* sequence seq, value head h's first matrix */
 __device__ __forceinline__ float *wh_seg_mats(float *ws, const int *cu, const shape &p, unsigned nseg, unsigned seq,
                                               unsigned h) {
@@ -718,7 +766,18 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     const unsigned j = k == 0 ? 0 : (k + 1) / 2;
     const bool m = k > 0 && k % 2 == 0;
     float *dst = X + (size_t)k * kMat;
-    const unsigned cb = first(j), ce = first(j + 1);
+    unsigned cb = first(j);
+    const unsigned ce = first(j + 1);
+    if (k > 0 && cb < ce) { /* F_j from the chunk on which the state forgets what came before; M_j zero where it does */
+      const unsigned c0 = wh_forget_from(wh_bounds(ws, first_chunk(cu, p.s), p), first_chunk(cu, seq), p, h, cb, ce);
+      if (c0 < ce) {
+        if (m) {
+          wh_fill(dst, nullptr, false);
+          return;
+        }
+        cb = c0;
+      }
+    }
     if (cb == ce) {
       wh_fill(dst, k == 0 ? Sg : nullptr, m);
       return;

@@ -38,9 +38,13 @@ static void fill_qkv(mt_rng *rng, float *qkv, uint32_t t, const heads *h) {
 }
 
 /* g in [-2, -0.01] (as -exp(A_log)*softplus gives), beta in (0, 1). */
+/* g = -e^u, u uniform in [log gate_lo, log gate_hi]: a chunk of 64 tokens keeps ~e^-24 of the state
+ * at the default bounds (wh_seg's slow and middle cases set others) */
+static double gate_lo = 0.01, gate_hi = 2.0;
+
 static void fill_gates(mt_rng *rng, float *g, float *beta, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    g[i] = (float)-exp(mt_uniform(rng, log(0.01), log(2.0)));
+    g[i] = (float)-exp(mt_uniform(rng, log(gate_lo), log(gate_hi)));
     beta[i] = (float)mt_uniform(rng, 0.02, 0.98);
   }
 }
@@ -469,7 +473,7 @@ Test(gdn, delta_rule_prefill_chunked_wh) {
  * 4 value heads a key head, segment 0 as long as the others (w0 = 16), 1/16 of them (often
  * empty), 22/16 (the ops' choice at 32 heads on 132 SMs) and 4 times; the fp16 build's range cases
  * on one head, 300 tokens in 3 and 5 segments (of one or two chunks, so that F, M and the chaining
- * see each range); then the launches its contract refuses. */
+ * see each range); slower gates (below); then the launches its contract refuses. */
 Test(gdn, delta_rule_prefill_chunked_wh_seg) {
   CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_wh_prep);
   static const heads hs[] = {{1, 1, 128, 128}, {1, 2, 128, 128}, {2, 4, 128, 128}};
@@ -497,6 +501,32 @@ Test(gdn, delta_rule_prefill_chunked_wh_seg) {
   v_ramp = 0.0f;
   v_range = 1.0f;
   v_from = 0;
+  /* Gates that forget slowly, where the passes must carry F_j and M_j whole (at the default gates a
+   * segment of two chunks or more forgets its start: F_j runs from a later chunk, M_j is zero), and
+   * gates in between: 9000 tokens whose state forgets 2^-64 of itself over ~38 chunks, in segments
+   * of 47 chunks (F_j from ~9 chunks in, M_j zero) and of 28 (both whole).  A pass that left out
+   * more than kernels.def allows moves the state by far more than its tolerance here. */
+  static const int32_t longest[] = {9000};
+  static const struct {
+    double lo, hi;
+    seq_set set;
+    uint32_t nseg, w0, hi_shape;
+  } gated[] = {{1e-4, 1e-3, {long_a, 1}, 3, 16, 1}, {1e-4, 1e-3, {long_b, 4}, 5, 22, 1},
+               {1e-4, 1e-3, {long_a, 1}, 8, 16, 2}, {0.01, 0.03, {longest, 1}, 3, 16, 0},
+               {0.01, 0.03, {longest, 1}, 5, 16, 0}};
+  for (size_t gi = 0; gi < sizeof gated / sizeof gated[0]; gi++) {
+    gate_lo = gated[gi].lo, gate_hi = gated[gi].hi;
+    seg_n = gated[gi].nseg, seg_w0 = gated[gi].w0;
+    const seq_set *st = &gated[gi].set;
+    int32_t cu[8] = {0};
+    for (uint32_t q = 0; q < st->n; q++) cu[q + 1] = cu[q] + st->lens[q];
+    const heads *hh = &hs[gated[gi].hi_shape];
+    snprintf(ctx.shape, sizeof ctx.shape, "wh_seg nseg=%u w0=%u g in -[%g, %g] S=%u T=%d nk=%u nv=%u", seg_n, seg_w0,
+             gate_lo, gate_hi, st->n, cu[st->n], hh->nk, hh->nv);
+    run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep, METRALE_K_delta_rule_prefill_chunked_wh_seg, kern,
+                hh, st->n, cu, st->n + 2, 128);
+  }
+  gate_lo = 0.01, gate_hi = 2.0;
   seg_n = 3;
   seg_w0 = 16;
   cf_close(&ctx);
