@@ -608,15 +608,15 @@ namespace wh {
 constexpr unsigned kMat = kDk * kDv; /* floats of one state */
 }  // namespace wh
 
-/* What the segments' passes may leave out: a state's share below 2^-kForget of it (phase 1's F_j
- * from a later chunk, M_j as zero; kernels.def). */
+/* What the segments' passes may leave out: a share of the state that its gates bound below
+ * 2^-kForget of what it was (phase 1's F_j from a later chunk, M_j as zero; kernels.def). */
 namespace wh {
 constexpr float kForget = 64.0f;
 }  // namespace wh
 
 /* Chunks [cb, ce) of the sequence whose first chunk is j0, value head h: the last chunk c0 from
- * which the chunks' bounds (wh_bounds) sum to -kForget or below, so that whatever the state held
- * before c0 is at most 2^-kForget of it at ce; ce where none does.  By each warp alone (its lanes
+ * which the chunks' bounds (wh_bounds) sum to -kForget or below, so that what the state held at c0
+ * is at most 2^-kForget of it at ce; ce where none does.  By each warp alone (its lanes
  * 32 chunks at a time from the end, their suffix sums by shuffles), the same in every warp. */
 __device__ __forceinline__ unsigned wh_forget_from(const float *bnd, size_t j0, const shape &p, unsigned h,
                                                    unsigned cb, unsigned ce) {
@@ -637,6 +637,17 @@ __device__ __forceinline__ unsigned wh_forget_from(const float *bnd, size_t j0, 
     top -= n;
   }
   return ce;
+}
+
+/* The bounds of chunks [cb, ce) summed (by each warp alone, the same in every warp): M_j of a segment
+ * whose sum is -kForget or below is at most 2^-kForget in norm. */
+__device__ __forceinline__ float wh_bound_sum(const float *bnd, size_t j0, const shape &p, unsigned h, unsigned cb,
+                                              unsigned ce) {
+  float b = 0.0f;
+  for (unsigned c = cb + threadIdx.x % 32; c < ce; c += 32) b += bnd[(j0 + c) * p.nv + h];
+#pragma unroll
+  for (unsigned o = 16; o > 0; o >>= 1) b += __shfl_xor_sync(0xffffffffu, b, o);
+  return b;
 }
 
 /* sequence seq, value head h's first matrix */
@@ -768,14 +779,16 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     float *dst = X + (size_t)k * kMat;
     unsigned cb = first(j);
     const unsigned ce = first(j + 1);
-    if (k > 0 && cb < ce) { /* F_j from the chunk on which the state forgets what came before; M_j zero where it does */
-      const unsigned c0 = wh_forget_from(wh_bounds(ws, first_chunk(cu, p.s), p), first_chunk(cu, seq), p, h, cb, ce);
-      if (c0 < ce) {
-        if (m) {
-          wh_fill(dst, nullptr, false);
-          return;
-        }
-        cb = c0;
+    if (k > 0 && cb < ce) { /* M_j zero where the segment forgets its start; F_j from the chunk where it does */
+      const float *bnd = wh_bounds(ws, first_chunk(cu, p.s), p);
+      const size_t j0 = first_chunk(cu, seq);
+      if (m && wh_bound_sum(bnd, j0, p, h, cb, ce) <= -kForget) {
+        wh_fill(dst, nullptr, false);
+        return;
+      }
+      if (!m) {
+        const unsigned c0 = wh_forget_from(bnd, j0, p, h, cb, ce);
+        if (c0 < ce) cb = c0;
       }
     }
     if (cb == ce) {
