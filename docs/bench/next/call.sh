@@ -27,7 +27,7 @@ for r in 1 2 3; do
     B w0 --core --prefill 8192,16384,65536 --samples 15 --json > $O/w0_core_w${w}_$r.json 2>>$O/stderr.txt
     el "w0 core w0=$w round $r rc=$?"
   done
-  for w in 8 16 auto; do
+  for w in 1 8 16 auto; do
     if [ $w = auto ]; then unset METRALE_WH_SEG0; else export METRALE_WH_SEG0=$w; fi
     B sk --core --prefill 8192,16384,65536 --samples 15 --json > $O/sk_core_w${w}_$r.json 2>>$O/stderr.txt
     B sk --core --gates slow --prefill 16384,65536 --samples 15 --json > $O/sk_slow_w${w}_$r.json 2>>$O/stderr.txt
