@@ -650,6 +650,40 @@ __device__ __forceinline__ float wh_bound_sum(const float *bnd, size_t j0, const
   return b;
 }
 
+/* Of a sequence's n chunks in nseg segments, segment 0 w0/16 as long as each other: segment j's
+ * first chunk (kernels.def) */
+__device__ __forceinline__ unsigned wh_first(unsigned n, unsigned nseg, unsigned w0, unsigned j) {
+  constexpr unsigned E = METRALE_WH_W0_EQUAL;
+  return j == 0 ? 0u : (unsigned)((size_t)n * (w0 + E * (j - 1)) / (w0 + E * (nseg - 1)));
+}
+
+/* Whether every head of the sequence whose n chunks start at j0 forgets the start of each of its
+ * segments 1..nseg-2 as w0 = 1 cuts them (each segment's bounds sum to -kForget or below): then
+ * those segments' M are zero and their F a few chunk steps, and the kernel takes w0 = 1, segment 0
+ * nearly empty, so that phase 3 runs nearly the whole sequence in one wave of blocks (kernels.def;
+ * docs/perf-prefill.md part 26).  By the whole block (each (segment, head) summed by a group of
+ * threads), the same in every block of the sequence. */
+__device__ __forceinline__ bool wh_forgets(const float *bnd, size_t j0, const shape &p, unsigned n, unsigned nseg) {
+  const unsigned pairs = (nseg - 2) * p.nv;
+  unsigned tpp = 32; /* threads a (segment, head): a power of 2, so that a group is within a warp */
+  while (tpp > 1 && tpp * pairs > blockDim.x) tpp /= 2;
+  bool all = true;
+  for (unsigned base = 0; base < pairs * tpp; base += blockDim.x) { /* every thread goes round as often */
+    const unsigned i = base + threadIdx.x, pr = i / tpp, part = i % tpp;
+    float b = 0.0f;
+    unsigned cb = 0, ce = 0;
+    if (pr < pairs) {
+      const unsigned j = 1 + pr / p.nv, h = pr % p.nv;
+      cb = wh_first(n, nseg, 1, j), ce = wh_first(n, nseg, 1, j + 1);
+#pragma unroll 8
+      for (unsigned c = cb + part; c < ce; c += tpp) b += bnd[(j0 + c) * p.nv + h];
+    }
+    for (unsigned o = tpp / 2; o > 0; o /= 2) b += __shfl_xor_sync(0xffffffffu, b, o);
+    if (pr < pairs) all = all && cb < ce && b <= -wh::kForget;
+  }
+  return __syncthreads_and(all);
+}
+
 /* sequence seq, value head h's first matrix */
 __device__ __forceinline__ float *wh_seg_mats(float *ws, const int *cu, const shape &p, unsigned nseg, unsigned seq,
                                               unsigned h) {
@@ -768,10 +802,16 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
   const int slot = slots[seq];
   float *Sg = slot < 0 ? nullptr : state + ((size_t)slot * p.nv + h) * kMat;
   float *X = wh_seg_mats(ws, cu, p, nseg, seq, h);
-  auto first = [&](unsigned j) { /* segment j's first chunk: segment 0 w0 / 16 as long as each other */
-    constexpr unsigned E = METRALE_WH_W0_EQUAL;
-    return j == 0 ? 0u : (unsigned)((size_t)n * (w0 + E * (j - 1)) / (w0 + E * (nseg - 1)));
-  };
+  const float *bnd = wh_bounds(ws, first_chunk(cu, p.s), p);
+  int *w0_taken = reinterpret_cast<int *>(const_cast<float *>(bnd) + first_chunk(cu, p.s) * p.nv); /* a sequence's */
+  const size_t j0 = first_chunk(cu, seq);
+  if (phase == 1) { /* w0 = 1 where the sequence forgets each segment's start (wh_forgets), for phase 3 too */
+    if (wh_forgets(bnd, j0, p, n, nseg)) w0 = 1;
+    if (k == 0 && h == 0 && threadIdx.x == 0) w0_taken[seq] = (int)w0;
+  } else if (phase == 3) {
+    w0 = (unsigned)w0_taken[seq];
+  }
+  auto first = [&](unsigned j) { return wh_first(n, nseg, w0, j); };
   const unsigned char *wsb = reinterpret_cast<const unsigned char *>(ws);
   if (phase == 1) { /* kind 0: segment 0 with its outputs; 2j - 1: F_j; 2j: M_j */
     const unsigned j = k == 0 ? 0 : (k + 1) / 2;
@@ -780,8 +820,6 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     unsigned cb = first(j);
     const unsigned ce = first(j + 1);
     if (k > 0 && cb < ce) { /* M_j zero where the segment forgets its start; F_j from the chunk where it does */
-      const float *bnd = wh_bounds(ws, first_chunk(cu, p.s), p);
-      const size_t j0 = first_chunk(cu, seq);
       if (m && wh_bound_sum(bnd, j0, p, h, cb, ce) <= -kForget) {
         wh_fill(dst, nullptr, false);
         return;

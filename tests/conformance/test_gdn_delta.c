@@ -41,10 +41,13 @@ static void fill_qkv(mt_rng *rng, float *qkv, uint32_t t, const heads *h) {
 /* g = -e^u, u uniform in [log gate_lo, log gate_hi]: a chunk of 64 tokens keeps ~e^-24 of the state
  * at the default bounds (wh_seg's slow and middle cases set others) */
 static double gate_lo = 0.01, gate_hi = 2.0;
+/* where not 0, value heads h with h % gate_mixed == 1 take slow gates (g in -[1e-4, 1e-3]) */
+static uint32_t gate_mixed = 0;
 
-static void fill_gates(mt_rng *rng, float *g, float *beta, size_t n) {
+static void fill_gates(mt_rng *rng, float *g, float *beta, size_t n, uint32_t nv) {
   for (size_t i = 0; i < n; i++) {
-    g[i] = (float)-exp(mt_uniform(rng, log(gate_lo), log(gate_hi)));
+    const int slow = gate_mixed && i % nv % gate_mixed == 1;
+    g[i] = (float)-exp(mt_uniform(rng, log(slow ? 1e-4 : gate_lo), log(slow ? 1e-3 : gate_hi)));
     beta[i] = (float)mt_uniform(rng, 0.02, 0.98);
   }
 }
@@ -117,7 +120,7 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   float *state = cf_alloc(ns, sizeof(float));
   int32_t *slots = cf_alloc(nseq, sizeof(int32_t));
   fill_qkv(&ctx->rng, qkv, t, h);
-  fill_gates(&ctx->rng, g, beta, ng);
+  fill_gates(&ctx->rng, g, beta, ng, h->nv);
   mt_fill_f32(&ctx->rng, state, ns, -0.5, 0.5);
   if (v_range != 1.0f) { /* v from token v_from on, and the state unless v_from, times v_range */
     for (uint32_t tok = v_from; tok < t; tok++)
@@ -501,32 +504,38 @@ Test(gdn, delta_rule_prefill_chunked_wh_seg) {
   v_ramp = 0.0f;
   v_range = 1.0f;
   v_from = 0;
-  /* Gates that forget slowly, where the passes must carry F_j and M_j whole (at the default gates a
-   * segment of two chunks or more forgets its start: F_j runs from a later chunk, M_j is zero), and
-   * gates in between: 9000 tokens whose state forgets 2^-64 of itself over ~38 chunks, in segments
-   * of 47 chunks (F_j from ~9 chunks in, M_j zero) and of 28 (both whole).  A pass that left out
-   * more than kernels.def allows moves the state by far more than its tolerance here. */
+  /* At the default gates a segment of two chunks or more forgets its start (F_j runs from a later
+   * chunk, M_j is zero) and the kernel takes w0 = 1 for the sequences long enough, so the cases
+   * above check the boundaries of other w0 only on short ones.  Here: gates that forget slowly,
+   * where the passes must carry F_j and M_j whole and the boundaries are w0's (16, 22, 64, 1); every
+   * other head slow (mixed: w0's boundaries, the fast heads' M zero); and gates in between, 9000
+   * tokens whose state forgets 2^-64 of itself over ~38 chunks: in 3 segments (w0 = 1 taken: a
+   * segment of 68 chunks, F from ~38 chunks before its end, M zero) and 5 (w0 = 1 would cut
+   * segments of 35 chunks, which do not forget: w0 = 16, segments of 28, F and M whole).  A pass that
+   * left out more than kernels.def allows moves the state by far more than its tolerance here. */
   static const int32_t longest[] = {9000};
   static const struct {
     double lo, hi;
+    uint32_t mixed;
     seq_set set;
     uint32_t nseg, w0, hi_shape;
-  } gated[] = {{1e-4, 1e-3, {long_a, 1}, 3, 16, 1}, {1e-4, 1e-3, {long_b, 4}, 5, 22, 1},
-               {1e-4, 1e-3, {long_a, 1}, 8, 16, 2}, {0.01, 0.03, {longest, 1}, 3, 16, 0},
-               {0.01, 0.03, {longest, 1}, 5, 16, 0}};
+  } gated[] = {{1e-4, 1e-3, 0, {long_a, 1}, 3, 16, 1},    {1e-4, 1e-3, 0, {long_b, 4}, 5, 22, 1},
+               {1e-4, 1e-3, 0, {long_a, 1}, 8, 64, 2},    {1e-4, 1e-3, 0, {long_b, 4}, 3, 1, 0},
+               {0.01, 2.0, 2, {long_a, 1}, 5, 16, 2},     {0.01, 2.0, 4, {long_b, 4}, 3, 22, 2},
+               {0.01, 0.03, 0, {longest, 1}, 3, 16, 0},   {0.01, 0.03, 0, {longest, 1}, 5, 16, 0}};
   for (size_t gi = 0; gi < sizeof gated / sizeof gated[0]; gi++) {
-    gate_lo = gated[gi].lo, gate_hi = gated[gi].hi;
+    gate_lo = gated[gi].lo, gate_hi = gated[gi].hi, gate_mixed = gated[gi].mixed;
     seg_n = gated[gi].nseg, seg_w0 = gated[gi].w0;
     const seq_set *st = &gated[gi].set;
     int32_t cu[8] = {0};
     for (uint32_t q = 0; q < st->n; q++) cu[q + 1] = cu[q] + st->lens[q];
     const heads *hh = &hs[gated[gi].hi_shape];
-    snprintf(ctx.shape, sizeof ctx.shape, "wh_seg nseg=%u w0=%u g in -[%g, %g] S=%u T=%d nk=%u nv=%u", seg_n, seg_w0,
-             gate_lo, gate_hi, st->n, cu[st->n], hh->nk, hh->nv);
+    snprintf(ctx.shape, sizeof ctx.shape, "wh_seg nseg=%u w0=%u g in -[%g, %g] mixed=%u S=%u T=%d nk=%u nv=%u", seg_n,
+             seg_w0, gate_lo, gate_hi, gate_mixed, st->n, cu[st->n], hh->nk, hh->nv);
     run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep, METRALE_K_delta_rule_prefill_chunked_wh_seg, kern,
                 hh, st->n, cu, st->n + 2, 128);
   }
-  gate_lo = 0.01, gate_hi = 2.0;
+  gate_lo = 0.01, gate_hi = 2.0, gate_mixed = 0;
   seg_n = 3;
   seg_w0 = 16;
   cf_close(&ctx);
