@@ -5,7 +5,8 @@
 # README.md here.  The whole-head tests on w0, o6 and sk; the core of one sequence on w0 with
 # METRALE_WH_SEG0 = 16 (equal segments: main's boundaries) and the ops' own (22), on sk at 8, 16
 # and 22, at the bench's gates and at slow ones (where sk skips nothing); sa (branch skip's head:
-# w0 = 1 taken where every head forgets each segment's start) at both gates; mn beside them; o6
+# w0 = 1 taken where every head forgets each segment's start) at both gates, and at 2048 and 4096
+# tokens in 5 segments (METRALE_WH_SEGMENTS=5; the ops take the fp16 kernel there); mn beside; o6
 # against mn as one and as 8 sequences; the mixer at 16384 tokens on w0 and sk; on an H200 the
 # issue-6 table's mixer and layer rows on mn; the cuda suites on sa (which holds sk and w0).
 # Carry [".carry"].  Move what comes back to docs/bench/<gpu>-<date>-<topic>/.
@@ -37,6 +38,8 @@ for r in 1 2 3; do
   unset METRALE_WH_SEG0
   B sa --core --prefill 4096,8192,16384,65536 --samples 15 --json > $O/sa_core_$r.json 2>>$O/stderr.txt
   B sa --core --gates slow --prefill 16384,65536 --samples 15 --json > $O/sa_slow_$r.json 2>>$O/stderr.txt
+  METRALE_WH_SEGMENTS=5 B sa --core --prefill 2048,4096 --samples 15 --json > $O/sa_core5_$r.json 2>>$O/stderr.txt
+  METRALE_WH_SEGMENTS=5 B sa --core --gates slow --prefill 2048,4096 --samples 15 --json > $O/sa_slow5_$r.json 2>>$O/stderr.txt
   el "sa core round $r rc=$?"
   for v in mn o6; do
     B $v --core --prefill 8192,16384,65536 --samples 15 --json > $O/${v}_core_$r.json 2>>$O/stderr.txt
