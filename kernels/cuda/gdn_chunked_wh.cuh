@@ -675,8 +675,13 @@ __device__ __forceinline__ bool wh_forgets(const float *bnd, size_t j0, const sh
     if (pr < pairs) {
       const unsigned j = 1 + pr / p.nv, h = pr % p.nv;
       cb = wh_first(n, nseg, 1, j), ce = wh_first(n, nseg, 1, j + 1);
-#pragma unroll 8
-      for (unsigned c = cb + part; c < ce; c += tpp) b += bnd[(j0 + c) * p.nv + h];
+      for (unsigned c = cb + part; c < ce; c += 8 * tpp) { /* eight loads in flight: this is on phase 1's path */
+        float v[8];
+#pragma unroll
+        for (unsigned u = 0; u < 8; u++) v[u] = c + u * tpp < ce ? bnd[(j0 + c + u * tpp) * p.nv + h] : 0.0f;
+#pragma unroll
+        for (unsigned u = 0; u < 8; u++) b += v[u];
+      }
     }
     for (unsigned o = tpp / 2; o > 0; o /= 2) b += __shfl_xor_sync(0xffffffffu, b, o);
     if (pr < pairs) all = all && cb < ce && b <= -wh::kForget;

@@ -206,8 +206,8 @@ Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
 /* A prefill of the models' heads (dk = dv = 128) on v in half takes the whole-head core where
  * sequences x value heads reach a third of the SMs (ops.c chunked_wh: on the H100 it beat the
  * fp16 kernel from two sequences of 32 heads, not at one), below that the whole-head core with
- * each sequence in segments where they pay (ops.c wh_segments: from 24 chunks a segment; one
- * sequence of 4 heads and 75 chunks on 24 SMs takes 3, a wave of 12 blocks then one of 8), else
+ * each sequence in segments where they pay (ops.c wh_segments: from 12 chunks a segment; one
+ * sequence of 4 heads and 75 chunks on 24 SMs takes 4, a wave of 20 blocks then one of 12), else
  * the fp16 kernel: here 2400 tokens (enough for the half conv's rule at 24 SMs, ops.c
  * conv_l2norm_shape_fits) as two sequences of 4 heads on a backend claiming 24 SMs (8 blocks,
  * 3 x 8 >= 24), then 4800 as one (4 blocks); the launches say which path the ops took.  Each again with the whole-head kernel or the segments taken out of

@@ -689,10 +689,11 @@ static int chunked_wh(const metrale_ops *o, uint32_t dk, uint32_t dv, gpu_ptr ou
  * blocks, phase 3 s nv (nseg - 1), each a segment of about 1/nseg of a sequence's chunk steps,
  * one block an SM: the nseg of the fewest waves' steps, (waves(1) + waves(3)) / nseg of the whole
  * sequence's, at nv = 32 on 132 SMs 5 (3/5).  Taken where that is at most 2/3 and sequences
- * average 24 chunks a segment: on an H100 (docs/perf-prefill.md part 24), one sequence of 32 heads
+ * average 12 chunks a segment: on an H100 (docs/perf-prefill.md part 24), one sequence of 32 heads
  * in 5 segments took 416 / 734 / 2590 us at 8192 / 16384 / 65536 tokens against the fp16 kernel's
- * 466 / 913 / 3590, but 259 against 245 at 4096 (13 chunks a segment).  METRALE_WH_SEGMENTS=n
- * forces n (0: none) where the kernel runs. */
+ * 466 / 913 / 3590, but 259 against 245 at 4096 (13 chunks a segment); since the segments' passes
+ * leave out what the gates made the state forget (part 26) 188 at 4096 at the bench's gates and 238
+ * at slow ones, against 245.  METRALE_WH_SEGMENTS=n forces n (0: none) where the kernel runs. */
 static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32_t nv, uint32_t dk, uint32_t dv) {
   const uint64_t sms = metrale_device_backend(o->dev)->caps.sm_count;
   if (!has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_seg) || !chunked_wh(o, dk, dv, 0, 0, 0) || s == 0 ||
@@ -704,7 +705,7 @@ static uint32_t wh_segments(const metrale_ops *o, uint32_t t, uint32_t s, uint32
   uint64_t best_w = 0, best_n = 1; /* waves / segments, as a fraction */
   for (uint64_t n = METRALE_WH_NSEG_MIN; n <= METRALE_WH_NSEG_MAX; n++) {
     const uint64_t w = CEIL_DIV((uint64_t)s * nv * (2 * n - 3), sms) + CEIL_DIV((uint64_t)s * nv * (n - 1), sms);
-    if ((uint64_t)t < 24 * n * 64 * s) break; /* 24 chunks a segment on average */
+    if ((uint64_t)t < 12 * n * 64 * s) break; /* 12 chunks a segment on average */
     if (!best || w * best_n < best_w * n) best = (uint32_t)n, best_w = w, best_n = n;
   }
   return best && 3 * best_w <= 2 * best_n ? best : 0;
@@ -731,7 +732,7 @@ const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t d
     return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
            "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv) where sequences "
            "x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "
-           "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 24 chunks a segment, else "
+           "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 12 chunks a segment, else "
            "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); both fp16 operands in the chunk step, the state "
            "f32 and scaled per chunk; when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
