@@ -3,7 +3,8 @@
 # the gates made the state forget, w0 = 1 where a sequence forgets each segment's start, the
 # forgetting test's loads in flight, segments from 12 chunks a segment) against mn (main):
 # fn's cuda conformance and layer suites and its audit; the core at 2048 to 65536 tokens at both
-# gates (and at 2048 in 5 segments), as 8 sequences; the mixer's rows and the layer's, three rounds.
+# gates (and at 2048 in 5 segments), as 8 sequences; the mixer's rows and the layer's, three rounds;
+# ncu of fn's core at 16384 tokens, phase by phase.
 # Carry [".carry"].
 cd "$(dirname "$0")/../../.."
 CALL=${CALL:-call2}
@@ -29,5 +30,13 @@ for r in 1 2 3; do
   METRALE_WH_SEGMENTS=5 B fn --core --gates slow --prefill 2048 --samples 15 --json > $O/fn_slow5_$r.json 2>>$O/stderr.txt
   B fn --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > $O/fn_layer_$r.json 2>>$O/stderr.txt
   el "fn layer round $r rc=$?"
+done
+# where fn's one-sequence core goes, phase by phase (ncu, clocks free), at both gates
+for gt in fast slow; do
+  run fn timeout $(tl 60) /usr/local/cuda/bin/ncu --clock-control none -k regex:delta_rule_prefill \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
+    --csv .carry/var/fn/metrale bench --backend cuda --core --gates $gt --prefill 16384 --samples 1 --warmup 1 \
+    > $O/ncu_$gt.csv 2>$O/ncu_$gt.err
+  el "ncu $gt rc=$?"
 done
 finish
