@@ -1,18 +1,18 @@
 #!/bin/bash
 # 2026-12-06 (fifty-second session), call 3: f2 (fn + phase 2 doing nothing where phase 1 left every
 # M_j zero) against fn: f2's whole-head conformance tests and cuda suites; the core of one sequence at
-# both gates and as 8 sequences, the mixer's prefill rows, three rounds; ncu of f2's phases at 16384.
+# both gates and as 8 sequences, the mixer's prefill rows, two rounds; ncu of f2's phases at 16384.
 # Carry [".carry"].
 cd "$(dirname "$0")/../../.."
 CALL=${CALL:-call3}
-BUDGET=${BUDGET:-400}
+BUDGET=${BUDGET:-240}
 . scripts/device-call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
 export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
 run f2 timeout $(tl 40) .carry/var/f2/metrale_conformance --filter 'gdn/delta_rule_prefill_chunked_wh*' > $O/conf_wh.txt 2>&1
 el "f2 conformance wh* rc=$? $(tail -1 $O/conf_wh.txt)"
 unset METRALE_TEST_BACKEND
-for r in 1 2 3; do
+for r in 1 2; do
   for v in fn f2; do
     B $v --core --prefill 4096,8192,16384,65536 --samples 15 --json > $O/${v}_core_$r.json 2>>$O/stderr.txt
     B $v --core --gates slow --prefill 4096,16384,65536 --samples 15 --json > $O/${v}_slow_$r.json 2>>$O/stderr.txt
