@@ -94,6 +94,8 @@ expect_success bench_core_slow bench --backend cpu --core --gates slow --prefill
 grep -q '"gates": "slow"' "$tmp/stdout" && ok || bad "bench --core --gates slow did not say so: $(cat "$tmp/stdout")"
 grep -q '"kernels": {"gdn_chunked\.delta_rule_prefill_chunked_prep": 1' "$tmp/stdout" && ok ||
   bad "bench --core does not list the chunked core's phase 0 among its kernels: $(cat "$tmp/stdout")"
+expect_success bench_core_peer bench --backend cpu --core --gates peer --prefill 128 --samples 1 --warmup 0 --json
+grep -q '"gates": "peer"' "$tmp/stdout" && ok || bad "bench --core --gates peer did not say so: $(cat "$tmp/stdout")"
 expect_refusal bench_gates_unknown bench --backend cpu --core --gates sometimes --prefill 128
 # --seqs: each length as that many sequences, each from a state of its own
 expect_success bench_core_seqs bench --backend cpu --core --seqs 3 --prefill 200 --samples 1 --warmup 0 --json

@@ -99,6 +99,10 @@ static metrale_status core_once(void *p) {
                                c->ws, c->t, c->s, c->nk, c->nv, c->dk, c->dv, c->vh);
 }
 
+/* the core bench's gates (--gates), by index into gate_names */
+enum { GATES_FAST, GATES_SLOW, GATES_PEER };
+static const char *const gate_names[] = {"fast", "slow", "peer"};
+
 static float core_uniform(uint64_t *x, float lo, float hi) { /* xorshift64* */
   *x ^= *x >> 12, *x ^= *x << 25, *x ^= *x >> 27;
   return lo + (hi - lo) * (float)((*x * 2685821657736338717ull) >> 40) / (float)(1u << 24);
@@ -146,7 +150,7 @@ static metrale_status tile_rows(gpu_backend *be, gpu_ptr dst, uint64_t row_bytes
  * leaves them; v also in IEEE half, which the core reads instead where the mixer's conv would
  * hand it so (metrale_ops_v_half_fits). */
 static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config *cfg, const uint32_t *lens,
-                                 int n, uint32_t seqs, int warmup, int samples, int json, int slow) {
+                                 int n, uint32_t seqs, int warmup, int samples, int json, int gates) {
   gpu_backend *be = metrale_device_backend(dev);
   metrale_ops ops;
   METRALE_RETURN_IF_ERROR(metrale_ops_init(&ops, dev));
@@ -159,12 +163,12 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
   else snprintf(seq_text, sizeof seq_text, "%u sequences", seqs);
   if (!json)
     printf("delta-rule prefill core, %u key / %u value heads of %u/%u, %s, %s gates: %s\n"
-           "%-8s %12s %12s %10s   %s\n", nk, nv, dk, dv, seq_text, slow ? "slow" : "fast",
+           "%-8s %12s %12s %10s   %s\n", nk, nv, dk, dv, seq_text, gate_names[gates],
            metrale_ops_delta_rule_prefill_path(&ops, dk, dv, vhalf), "tokens", "median ms", "min ms", "TFLOP/s",
            "kernels one call launches");
   else
     printf("{\"core\": \"%s\", \"gates\": \"%s\", \"sequences\": %u, \"flops_per_token\": %.0f, \"results\": [",
-           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, vhalf), slow ? "slow" : "fast", seqs,
+           metrale_ops_delta_rule_prefill_path(&ops, dk, dv, vhalf), gate_names[gates], seqs,
            core_flops_per_token(cfg));
   metrale_status s = METRALE_OK;
   for (int i = 0; i < n && !s; i++) {
@@ -213,9 +217,18 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
     if (!s) s = op_l2norm_qk(&ops, NULL, c.qkv, T, nk, dk, (uint32_t)C);
     if (!s) {
       /* fast: g in [-2, -0.01] (-0.375 a token on average: a chunk of 64 tokens scales the state
-       * by ~e^-24); slow: g in [-1e-3, -1e-4] (a chunk keeps ~97 % of it) */
-      for (uint64_t j = 0; j < (uint64_t)T * nv; j++)
-        host[j] = slow ? -expf(core_uniform(&x, -9.21f, -6.91f)) : -expf(core_uniform(&x, -4.6f, 0.69f));
+       * by ~e^-24); slow: g in [-1e-3, -1e-4] (a chunk keeps ~97 % of it); peer: logsigmoid(n)/16,
+       * n standard normal (-0.05 a token on average: ~e^-3.2 a chunk), and g = 0 for a quarter of
+       * the value heads (h % 4 == 3), the gates FlashQLA's H200 benchmark times its core with */
+      for (uint64_t j = 0; j < (uint64_t)T * nv; j++) {
+        if (gates == GATES_PEER) {
+          const float u1 = core_uniform(&x, 1e-7f, 1.0f), u2 = core_uniform(&x, 0.0f, 6.2831853f);
+          const float nz = sqrtf(-2.0f * logf(u1)) * cosf(u2); /* Box-Muller */
+          host[j] = j % nv % 4 == 3 ? 0.0f : -log1pf(expf(-nz)) / 16.0f;
+        } else {
+          host[j] = gates == GATES_SLOW ? -expf(core_uniform(&x, -9.21f, -6.91f)) : -expf(core_uniform(&x, -4.6f, 0.69f));
+        }
+      }
       s = be->vt->copy_h2d(be, c.g, host, (uint64_t)T * nv * 4, NULL);
       if (!s) s = be->vt->sync(be);
     }
@@ -266,8 +279,9 @@ int cmd_bench(int argc, char **argv) {
       {"--layer", 1, NULL, "with --model: the layer index (default 0)"},
       {"--no-graphs", 0, NULL, "launch decode steps eagerly even where the backend replays graphs"},
       {"--gates", 1, NULL,
-       "with --core: fast (default; g in [-2, -0.01] a token, the state forgets within two chunks) or "
-       "slow (g in [-1e-3, -1e-4]: it does not)"},
+       "with --core: fast (default; g in [-2, -0.01] a token, the state forgets within two chunks), "
+       "slow (g in [-1e-3, -1e-4]: it does not) or peer (logsigmoid(n)/16 for n standard normal, and 0 "
+       "for a quarter of the value heads: FlashQLA's benchmark's gates)"},
       {"--one-stream", 0, NULL,
        "keep the MoE layer's shared expert on the layer's stream (by default it runs on a second stream "
        "beside the routed experts where the backend can fork and join streams)"},
@@ -295,14 +309,17 @@ int cmd_bench(int argc, char **argv) {
   if (!s && opts[4].value) s = cli_parse_u32("--samples", opts[4].value, &samples);
   if (!s && opts[5].value) s = cli_parse_u32("--warmup", opts[5].value, &warmup);
   if (!s && (samples == 0 || samples > 10000)) s = METRALE_ERROR(INVALID_ARGUMENT, "--samples must be 1..10000");
-  int slow = 0;
+  int gates = GATES_FAST;
   uint32_t seqs = 1;
   if (!s && opts[13].value) s = cli_parse_u32("--seqs", opts[13].value, &seqs);
   if (!s && (seqs == 0 || seqs > 65536)) s = METRALE_ERROR(INVALID_ARGUMENT, "--seqs must be 1..65536");
   if (!s && opts[11].value && !opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--gates goes with --core");
-  else if (!s && opts[11].value && strcmp(opts[11].value, "slow") == 0) slow = 1;
-  else if (!s && opts[11].value && strcmp(opts[11].value, "fast") != 0)
-    s = METRALE_ERROR(INVALID_ARGUMENT, "--gates must be fast or slow");
+  else if (!s && opts[11].value) {
+    gates = -1;
+    for (int i = 0; i < 3; i++)
+      if (strcmp(opts[11].value, gate_names[i]) == 0) gates = i;
+    if (gates < 0) s = METRALE_ERROR(INVALID_ARGUMENT, "--gates must be fast, slow or peer");
+  }
   const int new_slots = opts[14].value != NULL;
   if (!s && new_slots && opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--new-slots goes with decode steps, not --core");
   const int cycle = opts[15].value != NULL;
@@ -339,7 +356,7 @@ int cmd_bench(int argc, char **argv) {
     return cli_fail("bench", s);
   }
   if (opts[7].value) {
-    s = bench_core(dev, &cfg, pre, npre, seqs, (int)warmup, (int)samples, json, slow);
+    s = bench_core(dev, &cfg, pre, npre, seqs, (int)warmup, (int)samples, json, gates);
     metrale_device_destroy(dev);
     return s ? cli_fail("bench", s) : CLI_OK;
   }
