@@ -1,10 +1,11 @@
 #!/bin/bash
-# 2026-12-06 (fifty-second session), call 3: f2 (fn + phase 2 doing nothing where phase 1 left every
-# M_j zero) against fn: f2's whole-head conformance tests and cuda suites; the core of one sequence at
-# both gates and as 8 sequences, the mixer's prefill rows, two rounds; ncu of f2's phases at 16384.
+# Prepared 2026-12-06 (fifty-second session), not yet run: f2 (main + p2zero.patch: phase 2 doing
+# nothing where phase 1 left every M_j zero) against fn (main): f2's whole-head conformance tests and
+# cuda suites; the core of one sequence at the bench's, slow and FlashQLA's gates (--gates peer), the
+# mixer's prefill rows, two rounds; ncu of f2's phases at 16384 tokens.  README.md here.
 # Carry [".carry"].
 cd "$(dirname "$0")/../../.."
-CALL=${CALL:-call3}
+CALL=${CALL:-next}
 BUDGET=${BUDGET:-240}
 . scripts/device-call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
@@ -16,6 +17,7 @@ for r in 1 2; do
   for v in fn f2; do
     B $v --core --prefill 4096,8192,16384,65536 --samples 15 --json > $O/${v}_core_$r.json 2>>$O/stderr.txt
     B $v --core --gates slow --prefill 4096,16384,65536 --samples 15 --json > $O/${v}_slow_$r.json 2>>$O/stderr.txt
+    B $v --core --gates peer --prefill 4096,16384,32768,65536 --samples 15 --json > $O/${v}_peer_$r.json 2>>$O/stderr.txt
     B $v --part mixer --prefill 4096,16384 --samples 15 --json > $O/${v}_mixer_$r.json 2>>$O/stderr.txt
     el "$v round $r rc=$?"
   done
