@@ -37,9 +37,9 @@ static void fill_qkv(mt_rng *rng, float *qkv, uint32_t t, const heads *h) {
   }
 }
 
-/* g in [-2, -0.01] (as -exp(A_log)*softplus gives), beta in (0, 1). */
-/* g = -e^u, u uniform in [log gate_lo, log gate_hi]: a chunk of 64 tokens keeps ~e^-24 of the state
- * at the default bounds (wh_seg's slow and middle cases set others) */
+/* g = -e^u, u uniform in [log gate_lo, log gate_hi]: by default g in [-2, -0.01] (as
+ * -exp(A_log)*softplus gives; a chunk of 64 tokens keeps ~e^-24 of the state), other bounds in
+ * wh_seg's slow and middle cases; beta in (0, 1). */
 static double gate_lo = 0.01, gate_hi = 2.0;
 /* where not 0, value heads h with h % gate_mixed == 1 take slow gates (g in -[1e-4, 1e-3]) */
 static uint32_t gate_mixed = 0;

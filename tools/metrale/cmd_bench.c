@@ -316,7 +316,7 @@ int cmd_bench(int argc, char **argv) {
   if (!s && opts[11].value && !opts[7].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--gates goes with --core");
   else if (!s && opts[11].value) {
     gates = -1;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < (int)(sizeof gate_names / sizeof gate_names[0]); i++)
       if (strcmp(opts[11].value, gate_names[i]) == 0) gates = i;
     if (gates < 0) s = METRALE_ERROR(INVALID_ARGUMENT, "--gates must be fast, slow or peer");
   }
