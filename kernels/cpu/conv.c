@@ -140,3 +140,33 @@ metrale_status cpu_k_conv1d_prefill_l2norm_xhv(const gpu_arg *args) {
   free(yf);
   return st;
 }
+
+/* conv1d_prefill_l2norm_xhv with the q and k heads into the whole-head kernels' q/k planes at the
+ * start of ws (kernels.def delta_rule_prefill_chunked_wh_prep; dk = 128) instead of y: the op
+ * into an f32 copy of y, then its q and k to the planes and its value channels to vh. */
+metrale_status cpu_k_conv1d_prefill_l2norm_qkh(const gpu_arg *args) {
+  const uint32_t s = cpu_arg_u(args, 7), c = cpu_arg_u(args, 8), nk = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11);
+  const int32_t *cu = cpu_arg_p(args, 5);
+  if (dk != 128 || 2 * (uint64_t)nk * dk > c)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill_l2norm_qkh: dk = %u (only 128), 2*nk*dk = %llu, C = %u",
+                         dk, (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  if ((uintptr_t)cpu_arg_p(args, 0) % 16u != 0 || (uintptr_t)cpu_arg_p(args, 1) % 8u != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill_l2norm_qkh: needs a 16-byte aligned ws and an 8-byte "
+                         "aligned vh");
+  const size_t t = s && cu[s] > 0 ? (uint32_t)cu[s] : 0u, qk = 2 * (size_t)nk * dk, nvdv = c - qk;
+  float *yf = malloc((t * c + 1) * sizeof *yf);
+  uint16_t *vh = cpu_arg_p(args, 1);
+  if (!yf) return METRALE_ERROR(OUT_OF_MEMORY, "conv1d_prefill_l2norm_qkh: f32 copy of y [%zu, %u]", t, c);
+  gpu_arg a[11]; /* conv1d_prefill_l2norm_xh's arguments: vh left out, y the copy */
+  a[0] = args[0];
+  memcpy(a + 1, args + 2, 10 * sizeof *a);
+  a[0].v.ptr = (uint64_t)(uintptr_t)yf;
+  const metrale_status st = cpu_k_conv1d_prefill_l2norm_xh(a);
+  if (st == METRALE_OK) {
+    cpu_wh_planes_put(cpu_arg_p(args, 0), yf, c, cu, s, nk);
+    for (size_t tok = 0; tok < t; tok++)
+      for (size_t j = 0; j < nvdv; j++) vh[tok * nvdv + j] = metrale_f32_to_f16_sat(yf[tok * c + qk + j]);
+  }
+  free(yf);
+  return st;
+}
