@@ -234,7 +234,7 @@ struct qk_norm {
  * nearest even and saturated at +-65504 by one cvt a pair).  base is the first token's row at
  * the thread's channels, ld the bytes between rows. */
 template <bool VH> struct out4 {
-  static constexpr bool kByRow = true; /* a token's output kLd bytes after the one before */
+  static constexpr bool kByRow = true; /* a token's output ld bytes after the one before */
   char *base;
   size_t ld;
   bool half; /* VH only: this thread's channels are value channels */

@@ -1,26 +1,24 @@
 #!/bin/bash
-# Prepared 2026-12-06 (fifty-third session), not yet run.  Four builds: fn (main), f2 (main +
-# p2zero.patch), qk (branch qkh: the conv writes q and k in half into the whole-head core's planes,
+# Prepared 2026-12-06 (fifty-third session), not yet run.  Three builds: fn (main), qk (branch qkh: the conv writes q and k in half into the whole-head core's planes,
 # phase 0 only solves: conv1d_prefill_l2norm_qkh + delta_rule_prefill_chunked_wh_prep_qkh) and q2
-# (qkh + p2zero).  Their new conformance tests first, then the core at the bench's, slow and
-# FlashQLA's gates and the mixer's prefill rows, two rounds; ncu of the mixer's conv and core
-# kernels at 16384 tokens (fn, q2); q2's cuda suites.  README.md here.  Carry [".carry"].
+# (qkh + p2zero.patch).  q2's cuda suites first (the new tests among them), then the core at the
+# bench's, slow and FlashQLA's gates and the mixer's prefill rows, two rounds; ncu of the mixer's
+# conv and core kernels at 16384 tokens (fn, q2).  README.md here.  Carry [".carry"].
 cd "$(dirname "$0")/../../.."
 CALL=${CALL:-next}
-BUDGET=${BUDGET:-550}
+BUDGET=${BUDGET:-420}
 . scripts/device-call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
 export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
-run q2 timeout $(tl 60) .carry/var/q2/metrale_conformance --jobs 4 \
-  --filter '@(conv/conv1d_prefill_l2norm_qkh|gdn/delta_rule_prefill_chunked_wh*)' > $O/conf_new.txt 2>&1
-el "q2 conformance qkh + wh* rc=$? $(tail -1 $O/conf_new.txt)"
-run q2 timeout $(tl 60) .carry/var/q2/metrale_layer_tests --filter 'modes/prefill_*' > $O/layer_new.txt 2>&1
-el "q2 layer prefill modes rc=$? $(tail -1 $O/layer_new.txt)"
+run q2 timeout $(tl 100) .carry/var/q2/metrale_conformance --jobs 8 > $O/conf_cuda.txt 2>&1
+el "q2 cuda conformance rc=$? $(tail -1 $O/conf_cuda.txt)"
+run q2 timeout $(tl 60) .carry/var/q2/metrale_layer_tests --jobs 8 > $O/layer_cuda.txt 2>&1
+el "q2 cuda layer suite rc=$? $(tail -1 $O/layer_cuda.txt)"
 unset METRALE_TEST_BACKEND
 for r in 1 2; do
-  for v in fn f2 qk q2; do
+  for v in fn qk q2; do
     B $v --core --prefill 4096,16384,65536 --samples 15 --json > $O/${v}_core_$r.json 2>>$O/stderr.txt
-    B $v --core --gates slow --prefill 16384,65536 --samples 15 --json > $O/${v}_slow_$r.json 2>>$O/stderr.txt
+    B $v --core --gates slow --prefill 16384 --samples 15 --json > $O/${v}_slow_$r.json 2>>$O/stderr.txt
     B $v --core --gates peer --prefill 16384,32768 --samples 15 --json > $O/${v}_peer_$r.json 2>>$O/stderr.txt
     B $v --part mixer --prefill 4096,16384 --samples 15 --json > $O/${v}_mixer_$r.json 2>>$O/stderr.txt
     el "$v round $r rc=$?"
@@ -33,10 +31,5 @@ for v in fn q2; do
     > $O/ncu_mixer_$v.csv 2>$O/ncu_mixer_$v.err
   el "ncu $v rc=$?"
 done
-export METRALE_TEST_BACKEND=cuda
-run q2 timeout $(tl 100) .carry/var/q2/metrale_conformance --jobs 8 > $O/conf_cuda.txt 2>&1
-el "q2 cuda conformance rc=$? $(tail -1 $O/conf_cuda.txt)"
-run q2 timeout $(tl 60) .carry/var/q2/metrale_layer_tests --jobs 8 > $O/layer_cuda.txt 2>&1
-el "q2 cuda layer suite rc=$? $(tail -1 $O/layer_cuda.txt)"
 run q2 timeout 30 .carry/var/q2/metrale audit --backend cuda > $O/audit_q2.txt 2>&1
 finish
