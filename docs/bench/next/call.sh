@@ -16,7 +16,7 @@ run q2 timeout $(tl 60) .carry/var/q2/metrale_layer_tests --jobs 8 > $O/layer_cu
 el "q2 cuda layer suite rc=$? $(tail -1 $O/layer_cuda.txt)"
 unset METRALE_TEST_BACKEND
 round() {
-  for v in fn qk q2; do
+  for v in fn q2 qk; do
     B $v --core --prefill 4096,16384,65536 --samples 15 --json > $O/${v}_core_$1.json 2>>$O/stderr.txt
     B $v --core --gates slow --prefill 16384 --samples 15 --json > $O/${v}_slow_$1.json 2>>$O/stderr.txt
     B $v --core --gates peer --prefill 16384,32768 --samples 15 --json > $O/${v}_peer_$1.json 2>>$O/stderr.txt
@@ -33,5 +33,5 @@ for v in q2 fn; do
   el "ncu $v rc=$?"
 done
 [ $(tl 100) -ge 100 ] && round 2
-run q2 timeout 30 .carry/var/q2/metrale audit --backend cuda > $O/audit_q2.txt 2>&1
+run q2 timeout $(tl 30) .carry/var/q2/metrale audit --backend cuda > $O/audit_q2.txt 2>&1
 finish
