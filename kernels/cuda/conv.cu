@@ -382,6 +382,21 @@ __device__ void conv_span4(const Out &out, const X *__restrict__ x, const bf16 *
 }  // namespace
 
 namespace {
+/* tile_spans over this block's tokens in the l2norm forms, [by T / G, (by + 1) T / G) of the G =
+ * gridDim.y blocks along y (T = cu_seqlens[s]), f also given each sequence's conv state at this
+ * thread's channels (null for a padding slot or channels past C). */
+template <typename F>
+__device__ __forceinline__ void block_spans(const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                                            float *__restrict__ state, unsigned s, unsigned c, unsigned ch,
+                                            unsigned kw, bool live, F f) {
+  const uint64_t T = cu_seqlens[s] > 0 ? (uint64_t)cu_seqlens[s] : 0u, G = gridDim.y;
+  const long a = (long)(blockIdx.y * T / G), e = (long)((blockIdx.y + 1u) * T / G), hist = (long)kw - 1;
+  tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
+    const int slot = slots[seq];
+    f(seq, t0, t1, first, last, own, slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist);
+  });
+}
+
 /* conv1d_prefill_l2norm's body on x of element type X (f32, or IEEE half for _xh and _xhv); with
  * VH the value channels go to vh in half (_xhv), else to y. */
 template <typename X, bool VH = false>
@@ -409,15 +424,10 @@ __device__ __forceinline__ void conv_l2norm_body(float *__restrict__ y, uint16_t
     out.base = reinterpret_cast<char *>(vh + (ch - qk_end)), out.ld = (c - qk_end) * sizeof(uint16_t);
   else
     out.base = reinterpret_cast<char *>(y + ch), out.ld = (size_t)c * sizeof(float);
-  /* tokens [by T / G, (by + 1) T / G) of the G = gridDim.y blocks along y (T = cu_seqlens[s]) */
-  const long T = cu_seqlens[s] > 0 ? cu_seqlens[s] : 0, G = gridDim.y, hist = (long)kw - 1;
-  const long a = (long)((uint64_t)blockIdx.y * (uint64_t)T / (uint64_t)G),
-             e = (long)((uint64_t)(blockIdx.y + 1u) * (uint64_t)T / (uint64_t)G);
-  tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
-    const int slot = slots[seq];
-    float *st = slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist;
-    conv_span4(out, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
-  });
+  block_spans(cu_seqlens, slots, state, s, c, ch, kw, live,
+              [&](unsigned, long t0, long t1, long first, long last, bool own, float *st) {
+                conv_span4(out, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
+              });
 }
 #if !defined(__HIPCC__)
 /* conv1d_prefill_l2norm_xhv's body with the q and k heads into the q/k planes at the start of ws
@@ -449,25 +459,24 @@ __device__ __forceinline__ void conv_l2norm_planes_body(unsigned char *__restric
   qout.cstride = (size_t)nk * METRALE_WH_QK_BYTES;
   const size_t in_plane = (size_t)(hh % nk) * METRALE_WH_QK_BYTES + (hh / nk) * METRALE_WH_PLANE_BYTES +
                           METRALE_WH_PLANE_AT(0u, d);
-  const long T = cu_seqlens[s] > 0 ? cu_seqlens[s] : 0, G = gridDim.y, hist = (long)kw - 1;
-  const long a = (long)((uint64_t)blockIdx.y * (uint64_t)T / (uint64_t)G),
-             e = (long)((uint64_t)(blockIdx.y + 1u) * (uint64_t)T / (uint64_t)G);
-  tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
-    const int slot = slots[seq];
-    float *st = slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist;
-    if (!qk) { /* a warp of value lanes: no l2norm */
-      conv_span4(vout, x, w, st, t0, t1, first, last, own, c, ch, kw, live, [](float4 v) { return v; });
-      return;
-    }
-    /* the sequence's first chunk (kernels.def: min(cu[s], (cu[s] + 63 s) / 64)) */
-    const size_t j1 = ((size_t)t0 + 63u * (size_t)seq) / 64u, j0 = (size_t)t0 < j1 ? (size_t)t0 : j1;
-    out_planes o = qout;
-    o.base = reinterpret_cast<char *>(ws) + j0 * o.cstride + in_plane;
-    o.t0 = t0;
-    conv_span4(o, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
-    if (last == t1) /* the last chunk's rows past the sequence: zero */
-      for (long t = t1; (t - t0) % 64 != 0; t++) *reinterpret_cast<uint2 *>(o.row(t)) = make_uint2(0u, 0u);
-  });
+  block_spans(cu_seqlens, slots, state, s, c, ch, kw, live,
+              [&](unsigned seq, long t0, long t1, long first, long last, bool own, float *st) {
+                if (!qk) { /* a warp of value lanes: no l2norm */
+                  conv_span4(vout, x, w, st, t0, t1, first, last, own, c, ch, kw, live,
+                             [](float4 v) { return v; });
+                  return;
+                }
+                /* the sequence's first chunk (kernels.def: min(cu[s], (cu[s] + 63 s) / 64)) */
+                const size_t j1 = ((size_t)t0 + 63u * (size_t)seq) / 64u;
+                const size_t j0 = (size_t)t0 < j1 ? (size_t)t0 : j1;
+                out_planes o = qout;
+                o.base = reinterpret_cast<char *>(ws) + j0 * o.cstride + in_plane;
+                o.t0 = t0;
+                conv_span4(o, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
+                if (last == t1) /* the last chunk's rows past the sequence: zero */
+                  for (long t = t1; (t - t0) % 64 != 0; t++)
+                    *reinterpret_cast<uint2 *>(o.row(t)) = make_uint2(0u, 0u);
+              });
 }
 #endif
 }  // namespace

@@ -746,26 +746,21 @@ static uint32_t wh_seg0(const metrale_ops *o, uint32_t s, uint32_t nv, uint32_t 
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
+/* the whole-head kernel's path, its phase 0 as named */
+#define WH_PATH(phase0)                                                                                          \
+  "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 by " phase0 \
+  ") where sequences x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "                    \
+  "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 12 chunks a segment, else "                  \
+  "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); "   \
+  "both fp16 operands in the chunk step, the state f32 and scaled per chunk; when sequences average "               \
+  TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS) "+ tokens, else gdn.delta_rule_prefill"
   if (v_half && chunked_wh(o, dk, dv, 0, 0, 0) && has_kernel(o, METRALE_K_conv1d_prefill_l2norm_qkh) &&
       has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh))
-    return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
-           "by gdn_chunked.delta_rule_prefill_chunked_wh_prep_qkh on v in IEEE half and q and k in IEEE half in the "
-           "core's planes from the conv) where sequences "
-           "x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "
-           "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 12 chunks a segment, else "
-           "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
-           "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); both fp16 operands in the chunk step, the state "
-           "f32 and scaled per chunk; when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
-           "+ tokens, else gdn.delta_rule_prefill";
+    return WH_PATH("gdn_chunked.delta_rule_prefill_chunked_wh_prep_qkh on v in IEEE half and q and k in IEEE half "
+                   "in the core's planes from the conv");
   if (v_half && chunked_wh(o, dk, dv, 0, 0, 0))
-    return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
-           "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv) where sequences "
-           "x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "
-           "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 12 chunks a segment, else "
-           "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
-           "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); both fp16 operands in the chunk step, the state "
-           "f32 and scaled per chunk; when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
-           "+ tokens, else gdn.delta_rule_prefill";
+    return WH_PATH("gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv");
+#undef WH_PATH
   if (v_half)
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh on v in IEEE half from the conv; fp16 operands "
