@@ -882,8 +882,8 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
                          "does not take %u tokens in %u sequences (dk = %u, dv = %u, v %s)", t, s, dk, dv,
                          vh ? "in half" : "in f32");
   if (ws && chunked_pays(o, t, s, dk, dv)) {
-    const uint32_t nseg = vh && out % 16 == 0 ? wh_segments(o, t, s, nv, dk, dv) : 0;
-    if (vh && (nseg || chunked_wh(o, dk, dv, out, s, nv))) {
+    if (wh_taken(o, out, vh, ws, t, s, nv, dk, dv)) { /* the one decision metrale_ops_qk_planes_fits also takes */
+      const uint32_t nseg = out % 16 == 0 ? wh_segments(o, t, s, nv, dk, dv) : 0;
       METRALE_RETURN_IF_ERROR(launch_wh(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta, state, cu_seqlens,
                                         slots, ws, s, nk, nv, dk, dv, vh, 0, qk_planes));
       if (!nseg)
