@@ -856,7 +856,7 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
   if (phase == 1) { /* w0 = 1 where the sequence forgets each segment's start (wh_forgets), for phase 3 too */
     if (wh_forgets(bnd, j0, p, n, nseg)) w0 = 1;
     if (k == 0 && h == 0 && threadIdx.x == 0) w0_taken[seq] = (int)w0;
-  } else if (phase == 3) {
+  } else {
     w0 = (unsigned)w0_taken[seq];
   }
   auto first = [&](unsigned j) { return wh_first(n, nseg, w0, j); };
@@ -887,7 +887,13 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     else
       wh_scan<false>(smem, o, cu, wsb, vh, p, run);
   } else if (phase == 2) {
-    wh_chain(reinterpret_cast<float *>(smem), X, nseg, k);
+    /* where phase 1 left every M_j zero (the same sums as there), X_(j+1) = F_j is already in F_j's slot */
+    bool zero = true;
+    for (unsigned j = 1; j + 1 < nseg && zero; j++) {
+      const unsigned cb = first(j), ce = first(j + 1);
+      zero = cb < ce && wh_bound_sum(bnd, j0, p, h, cb, ce) <= -kForget;
+    }
+    if (!zero) wh_chain(reinterpret_cast<float *>(smem), X, nseg, k);
   } else { /* segment j = k + 1 from X_j (slot 0 for j = 1, else 2j - 3), the last one into the slot */
     const unsigned j = k + 1;
     const float *xj = X + (size_t)(j == 1 ? 0 : 2 * j - 3) * kMat;
