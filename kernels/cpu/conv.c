@@ -112,6 +112,18 @@ metrale_status cpu_k_conv1d_prefill_l2norm_xh(const gpu_arg *args) {
   return st;
 }
 
+/* conv1d_prefill_l2norm_xh's op for its _xhv and _qkh forms (their arguments are xh's with vh after
+ * the first): into a fresh f32 copy of y [t, c] (*yf, which the caller frees). */
+static metrale_status xh_into_copy(const char *kernel, const gpu_arg *args, size_t t, uint32_t c, float **yf) {
+  *yf = malloc((t * c + 1) * sizeof **yf);
+  if (!*yf) return METRALE_ERROR(OUT_OF_MEMORY, "%s: f32 copy of y [%zu, %u]", kernel, t, c);
+  gpu_arg a[11]; /* conv1d_prefill_l2norm_xh's arguments: vh left out, y the copy */
+  a[0] = args[0];
+  memcpy(a + 1, args + 2, 10 * sizeof *a);
+  a[0].v.ptr = (uint64_t)(uintptr_t)*yf;
+  return cpu_k_conv1d_prefill_l2norm_xh(a);
+}
+
 /* conv1d_prefill_l2norm_xh with the value channels [2*nk*dk, C) stored to vh IEEE half
  * [T, C - 2*nk*dk] (rounded to nearest even, saturated at +-65504) and left as they were in y:
  * the op into an f32 copy of y, then each channel to its place. */
@@ -124,19 +136,39 @@ metrale_status cpu_k_conv1d_prefill_l2norm_xhv(const gpu_arg *args) {
   if ((uintptr_t)cpu_arg_p(args, 1) % 8u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill_l2norm_xhv: needs an 8-byte aligned vh");
   const size_t t = s && cu[s] > 0 ? (uint32_t)cu[s] : 0u, qk = 2 * (size_t)nk * dk, nvdv = c - qk;
-  float *y = cpu_arg_p(args, 0), *yf = malloc((t * c + 1) * sizeof *yf);
+  float *y = cpu_arg_p(args, 0), *yf = NULL;
   uint16_t *vh = cpu_arg_p(args, 1);
-  if (!yf) return METRALE_ERROR(OUT_OF_MEMORY, "conv1d_prefill_l2norm_xhv: f32 copy of y [%zu, %u]", t, c);
-  gpu_arg a[11]; /* conv1d_prefill_l2norm_xh's arguments: vh left out, y the copy */
-  a[0] = args[0];
-  memcpy(a + 1, args + 2, 10 * sizeof *a);
-  a[0].v.ptr = (uint64_t)(uintptr_t)yf;
-  const metrale_status st = cpu_k_conv1d_prefill_l2norm_xh(a);
+  const metrale_status st = xh_into_copy("conv1d_prefill_l2norm_xhv", args, t, c, &yf);
   if (st == METRALE_OK)
     for (size_t tok = 0; tok < t; tok++) {
       memcpy(y + tok * c, yf + tok * c, qk * sizeof *y);
       for (size_t j = 0; j < nvdv; j++) vh[tok * nvdv + j] = metrale_f32_to_f16_sat(yf[tok * c + qk + j]);
     }
+  free(yf);
+  return st;
+}
+
+/* conv1d_prefill_l2norm_xhv with the q and k heads into the whole-head kernels' q/k planes at the
+ * start of ws (kernels.def delta_rule_prefill_chunked_wh_prep; dk = 128) instead of y: the op
+ * into an f32 copy of y, then its q and k to the planes and its value channels to vh. */
+metrale_status cpu_k_conv1d_prefill_l2norm_qkh(const gpu_arg *args) {
+  const uint32_t s = cpu_arg_u(args, 7), c = cpu_arg_u(args, 8), nk = cpu_arg_u(args, 10), dk = cpu_arg_u(args, 11);
+  const int32_t *cu = cpu_arg_p(args, 5);
+  if (dk != 128 || 2 * (uint64_t)nk * dk > c)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill_l2norm_qkh: dk = %u (only 128), 2*nk*dk = %llu, C = %u",
+                         dk, (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  if ((uintptr_t)cpu_arg_p(args, 0) % 16u != 0 || (uintptr_t)cpu_arg_p(args, 1) % 8u != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "conv1d_prefill_l2norm_qkh: needs a 16-byte aligned ws and an 8-byte "
+                         "aligned vh");
+  const size_t t = s && cu[s] > 0 ? (uint32_t)cu[s] : 0u, qk = 2 * (size_t)nk * dk, nvdv = c - qk;
+  float *yf = NULL;
+  uint16_t *vh = cpu_arg_p(args, 1);
+  const metrale_status st = xh_into_copy("conv1d_prefill_l2norm_qkh", args, t, c, &yf);
+  if (st == METRALE_OK) {
+    cpu_wh_planes_put(cpu_arg_p(args, 0), yf, c, cu, s, nk);
+    for (size_t tok = 0; tok < t; tok++)
+      for (size_t j = 0; j < nvdv; j++) vh[tok * nvdv + j] = metrale_f32_to_f16_sat(yf[tok * c + qk + j]);
+  }
   free(yf);
   return st;
 }

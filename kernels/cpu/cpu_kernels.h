@@ -30,6 +30,13 @@ typedef metrale_status (*cpu_kernel_fn)(const gpu_arg *args);
 #include "metrale/kernels.def"
 #undef METRALE_KERNEL
 
+/* The whole-head kernels' q/k planes (kernels.def delta_rule_prefill_chunked_wh_prep; the layout in
+ * kernel_bounds.h) of s sequences (cu_seqlens cu), dk = 128: put writes them from the q and k
+ * heads at the start of each token's row of qk (ld floats apart), rounded to IEEE half, zero
+ * past each sequence's end; get widens them back into those rows. */
+void cpu_wh_planes_put(unsigned char *ws, const float *qk, size_t ld, const int32_t *cu, uint32_t s, uint32_t nk);
+void cpu_wh_planes_get(float *qk, size_t ld, const unsigned char *ws, const int32_t *cu, uint32_t s, uint32_t nk);
+
 /* Argument unpacking for the thunks (kinds were checked against the manifest). */
 static inline void *cpu_arg_p(const gpu_arg *args, int i) {
   return (void *)(uintptr_t)args[i].v.ptr;

@@ -317,7 +317,9 @@ metrale_status cpu_k_delta_rule_prefill_chunked_f16_prep_vh(const gpu_arg *args)
 }
 
 /* delta_rule_prefill_chunked_wh and its phase 0: the f16 kernel's op on v = vh with one phase
- * each, for dk = dv = 128.  Their records on the cpu are those of _prep_vh (v widened from vh). */
+ * each, for dk = dv = 128.  Their records on the cpu are the q/k planes the contract lays out
+ * (kernel_bounds.h), then the tokens' v, f32 [T, nv*dv] widened from vh; phase 1 runs the
+ * recurrence on the planes' q and k (IEEE half, as the GPU's scan reads them) and that v. */
 static metrale_status wh_checks(const char *kernel, const gpu_arg *args, uint32_t phase) {
   const uint32_t dk = cpu_arg_u(args, 11), dv = cpu_arg_u(args, 12);
   if (cpu_arg_u(args, 13) != phase)
@@ -327,16 +329,107 @@ static metrale_status wh_checks(const char *kernel, const gpu_arg *args, uint32_
   return check_heads(kernel, cpu_arg_u(args, 9), cpu_arg_u(args, 10));
 }
 
+/* The first chunk of sequence s among the NC a workspace holds (kernels.def
+ * delta_rule_prefill_chunked_wh_prep), and the chunks of s sequences of t tokens. */
+static size_t wh_first_chunk(const int32_t *cu, uint32_t s) {
+  const size_t a = cu[s] > 0 ? (size_t)cu[s] : 0u, b = (a + 63u * (size_t)s) / 64u;
+  return a < b ? a : b;
+}
+static size_t wh_planes_bytes(const int32_t *cu, uint32_t s, uint32_t nk) {
+  return s ? wh_first_chunk(cu, s) * nk * METRALE_WH_QK_BYTES : 0u;
+}
+
+void cpu_wh_planes_put(unsigned char *ws, const float *qk, size_t ld, const int32_t *cu, uint32_t s, uint32_t nk) {
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t q = 0; q < (int64_t)s; q++) {
+    const int64_t ts = cu[q], te = cu[q + 1];
+    if (ts < 0 || te <= ts) continue;
+    const size_t j0 = wh_first_chunk(cu, (uint32_t)q), n = (size_t)(te - ts + 63) / 64;
+    for (size_t c = 0; c < n * 64; c++) { /* the chunks' tokens, zero past the sequence */
+      const int in = ts + (int64_t)c < te;
+      const float *row = qk + (size_t)(ts + (int64_t)c) * ld;
+      for (uint32_t hh = 0; hh < 2 * nk; hh++) { /* q heads, then k heads */
+        const uint32_t kh = hh % nk, isk = hh / nk;
+        unsigned char *plane = ws + ((j0 + c / 64) * nk + kh) * METRALE_WH_QK_BYTES + isk * METRALE_WH_PLANE_BYTES;
+        for (uint32_t d = 0; d < 128; d++) {
+          const uint16_t v = in ? metrale_f32_to_f16(row[(size_t)hh * 128 + d]) : 0u;
+          memcpy(plane + METRALE_WH_PLANE_AT(c % 64, d), &v, sizeof v);
+        }
+      }
+    }
+  }
+}
+
+void cpu_wh_planes_get(float *qk, size_t ld, const unsigned char *ws, const int32_t *cu, uint32_t s, uint32_t nk) {
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t q = 0; q < (int64_t)s; q++) {
+    const int64_t ts = cu[q], te = cu[q + 1];
+    if (ts < 0 || te <= ts) continue;
+    const size_t j0 = wh_first_chunk(cu, (uint32_t)q);
+    for (size_t c = 0; c < (size_t)(te - ts); c++) {
+      float *row = qk + (size_t)(ts + (int64_t)c) * ld;
+      for (uint32_t hh = 0; hh < 2 * nk; hh++) {
+        const uint32_t kh = hh % nk, isk = hh / nk;
+        const unsigned char *plane =
+            ws + ((j0 + c / 64) * nk + kh) * METRALE_WH_QK_BYTES + isk * METRALE_WH_PLANE_BYTES;
+        for (uint32_t d = 0; d < 128; d++) {
+          uint16_t v;
+          memcpy(&v, plane + METRALE_WH_PLANE_AT(c % 64, d), sizeof v);
+          row[(size_t)hh * 128 + d] = metrale_f16_to_f32(v);
+        }
+      }
+    }
+  }
+}
+
+/* phase 0: v's records after the planes, widened from vh (argument 14, 16-byte aligned) */
+static metrale_status wh_v_records(const char *kernel, const gpu_arg *args) {
+  if ((uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned vh", kernel);
+  const size_t n = tokens_of(args) * cpu_arg_u(args, 10) * cpu_arg_u(args, 12);
+  const uint16_t *vh = cpu_arg_p(args, 14);
+  float *rec = (float *)((unsigned char *)cpu_arg_p(args, 7) +
+                         wh_planes_bytes(cpu_arg_p(args, 5), cpu_arg_u(args, 8), cpu_arg_u(args, 9)));
+  for (size_t i = 0; i < n; i++) rec[i] = metrale_f16_to_f32(vh[i]);
+  return METRALE_OK;
+}
+
 metrale_status cpu_k_delta_rule_prefill_chunked_wh_prep(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh_prep", args, 0));
-  return records_from_vh("delta_rule_prefill_chunked_wh_prep", args);
+  METRALE_RETURN_IF_ERROR(wh_v_records("delta_rule_prefill_chunked_wh_prep", args));
+  const uint32_t nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10);
+  cpu_wh_planes_put(cpu_arg_p(args, 7), cpu_arg_p(args, 1), conv_width(nk, nv, 128, 128), cpu_arg_p(args, 5),
+                    cpu_arg_u(args, 8), nk);
+  return METRALE_OK;
+}
+
+metrale_status cpu_k_delta_rule_prefill_chunked_wh_prep_qkh(const gpu_arg *args) {
+  METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh_prep_qkh", args, 0));
+  return wh_v_records("delta_rule_prefill_chunked_wh_prep_qkh", args);
+}
+
+/* phase 1: the recurrence on the planes' q and k (into an f32 copy of qkv's rows, whose value
+ * columns it leaves unread) and the records' v */
+static metrale_status wh_phase1(const char *kernel, const gpu_arg *args) {
+  const uint32_t s = cpu_arg_u(args, 8), nk = cpu_arg_u(args, 9), nv = cpu_arg_u(args, 10);
+  const int32_t *cu = cpu_arg_p(args, 5);
+  const unsigned char *ws = cpu_arg_p(args, 7);
+  const size_t t = tokens_of(args), c = conv_width(nk, nv, 128, 128);
+  float *qk = malloc((t * c + 1) * sizeof *qk);
+  if (!qk) return METRALE_ERROR(OUT_OF_MEMORY, "%s: f32 copy of the q/k planes [%zu, %zu]", kernel, t, c);
+  cpu_wh_planes_get(qk, c, ws, cu, s, nk);
+  const metrale_status st =
+      prefill_v(cpu_arg_p(args, 0), qk, (const float *)(ws + wh_planes_bytes(cu, s, nk)), (size_t)nv * 128,
+                cpu_arg_p(args, 2), cpu_arg_p(args, 3), cpu_arg_p(args, 4), cu, cpu_arg_p(args, 6), s, nk, nv, 128, 128);
+  free(qk);
+  return st;
 }
 
 metrale_status cpu_k_delta_rule_prefill_chunked_wh(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh", args, 1));
   if ((uintptr_t)cpu_arg_p(args, 0) % 16u != 0 || (uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh: needs a 16-byte aligned o and vh");
-  return f16_phase1(args);
+  return wh_phase1("delta_rule_prefill_chunked_wh", args);
 }
 
 /* The same op in nseg segments: the cpu's recurrence runs whole in phase 3; phases 1 and 2, whose
@@ -351,5 +444,5 @@ metrale_status cpu_k_delta_rule_prefill_chunked_wh_seg(const gpu_arg *args) {
   METRALE_RETURN_IF_ERROR(wh_checks("delta_rule_prefill_chunked_wh_seg", args, phase));
   if ((uintptr_t)cpu_arg_p(args, 0) % 16u != 0 || (uintptr_t)cpu_arg_p(args, 14) % 16u != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "delta_rule_prefill_chunked_wh_seg: needs a 16-byte aligned o and vh");
-  return phase == 3 ? f16_phase1(args) : METRALE_OK;
+  return phase == 3 ? wh_phase1("delta_rule_prefill_chunked_wh_seg", args) : METRALE_OK;
 }

@@ -11,6 +11,7 @@
  * conv1d_prefill_l2norm gives it 4 channels of 64 tokens and normalises the q and k heads
  * on the way out. */
 #include "common.cuh"
+#include "metrale/kernel_bounds.h"
 
 namespace {
 /* One sequence of len tokens on channel ch.  x, y point at its first token's row [C];
@@ -182,8 +183,9 @@ namespace {
 constexpr unsigned kV = 4;                                     /* channels a thread of conv1d_prefill_l2norm */
 constexpr unsigned kL2ConvBlock = mk_block("conv1d_prefill_l2norm"); /* threads */
 static_assert(kV * kL2ConvBlock == 1024u && mk_block("conv1d_prefill_l2norm_xh") == kL2ConvBlock &&
-                  mk_block("conv1d_prefill_l2norm_xhv") == kL2ConvBlock,
-              "kernels.def: 1024 channels a block, all three forms");
+                  mk_block("conv1d_prefill_l2norm_xhv") == kL2ConvBlock &&
+                  mk_block("conv1d_prefill_l2norm_qkh") == kL2ConvBlock,
+              "kernels.def: 1024 channels a block, all four forms");
 /* tokens a thread has loads out for: 4 at three blocks an SM (80 registers); 6 and 8 at two
  * blocks an SM (103 and 118) were no faster at 4096 tokens and 1-2 % at 16384 (part 16) */
 constexpr unsigned kRing = 4;
@@ -232,6 +234,7 @@ struct qk_norm {
  * nearest even and saturated at +-65504 by one cvt a pair).  base is the first token's row at
  * the thread's channels, ld the bytes between rows. */
 template <bool VH> struct out4 {
+  static constexpr bool kByRow = true; /* a token's output ld bytes after the one before */
   char *base;
   size_t ld;
   bool half; /* VH only: this thread's channels are value channels */
@@ -256,6 +259,31 @@ template <bool VH> struct out4 {
   }
 };
 
+#if !defined(__HIPCC__) /* conv1d_prefill_l2norm_qkh is not built for HIP: it pairs with sm_90a kernels */
+/* Where conv1d_prefill_l2norm_qkh's q and k lanes put their 4 channels a token: 4 halves (8 bytes,
+ * rounded to nearest even) into the q/k planes (kernel_bounds.h, METRALE_WH_PLANE_AT).  base is the
+ * lane's d in its head's plane of the sequence's first chunk, whose first token is t0; token t is
+ * row (t - t0) % 64 of chunk (t - t0) / 64, whose planes are cstride bytes after the chunk's before.
+ * (Its value lanes are out4<true>'s.) */
+struct out_planes {
+  static constexpr bool kByRow = false; /* a plane's rows are not ld apart: row(t) for each token */
+  static constexpr size_t ld = 0;
+  char *base;
+  size_t cstride; /* nk * METRALE_WH_QK_BYTES */
+  long t0;
+  __device__ __forceinline__ char *row(long t) const {
+    const size_t r = (size_t)(t - t0);
+    return base + (r >> 6) * cstride + ((r >> 3) & 7u) * (16u * 128u) + (r & 7u) * 16u;
+  }
+  __device__ __forceinline__ void put(char *p, const float4 &v) const {
+    uint32_t lo, hi;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(v.y), "f"(v.x));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(v.w), "f"(v.z));
+    *reinterpret_cast<uint2 *>(p) = make_uint2(lo, hi);
+  }
+};
+#endif
+
 /* conv_span on the 4 channels ch..ch+3 of this thread (16-byte loads and stores of x and y, or
  * 8-byte loads where X is uint16_t: x in IEEE half, widened exactly; the state, [K-1] f32 a
  * channel, element by element), each channel's sums in conv_span's order.
@@ -263,8 +291,8 @@ template <bool VH> struct out4 {
  * tokens in the same order (the spans are the block's), so norm may shuffle across a warp.
  * live: the channels exist (ch < C); a thread past C runs the loop for the shuffles and
  * touches no memory. */
-template <typename X, bool VH, typename Norm>
-__device__ void conv_span4(const out4<VH> &out, const X *__restrict__ x, const bf16 *__restrict__ w,
+template <typename X, typename Out, typename Norm>
+__device__ void conv_span4(const Out &out, const X *__restrict__ x, const bf16 *__restrict__ w,
                            float *__restrict__ st, long t0, long t1, long a, long e, bool own, unsigned c,
                            unsigned ch, unsigned kw, bool live, const Norm &norm) {
   const long hist = (long)kw - 1;
@@ -331,7 +359,8 @@ __device__ void conv_span4(const out4<VH> &out, const X *__restrict__ x, const b
    * checked each token were half its instructions (docs/perf-prefill.md, part 16).  Two
    * buffers of 4 (one computed, one loading) spilled at three blocks an SM. */
   const X *xp = x + (size_t)a * cs + ch;     /* the next load's row; read only where live */
-  char *yp = out.row(a);                     /* the next output's row */
+  char *yp = out.row(a);                     /* the next output's row (Out::kByRow) */
+  long tn = a;                               /* the next output's token (else) */
   int n = (int)(e - a);                      /* tokens left */
   using R = decltype(ld_raw(xp));
   R xs[kRing];
@@ -339,20 +368,35 @@ __device__ void conv_span4(const out4<VH> &out, const X *__restrict__ x, const b
   for (int i = 0; i < (int)kRing; i++, xp += cs) xs[i] = live && i < n ? ld_raw(xp) : raw_zero<R>();
   for (; n >= (int)kRing; n -= (int)kRing) {
 #pragma unroll
-    for (int i = 0; i < (int)kRing; i++, xp += cs, yp += out.ld) {
+    for (int i = 0; i < (int)kRing; i++, xp += cs, yp += out.ld, tn++) {
       const float4 xt = widen(xs[i]);
       xs[i] = live && i + (int)kRing < n ? ld_raw(xp) : raw_zero<R>();
-      step(xt, yp);
+      step(xt, Out::kByRow ? yp : out.row(tn));
     }
   }
 #pragma unroll
-  for (int i = 0; i + 1 < (int)kRing; i++, yp += out.ld)
-    if (i < n) step(widen(xs[i]), yp);
+  for (int i = 0; i + 1 < (int)kRing; i++, yp += out.ld, tn++)
+    if (i < n) step(widen(xs[i]), Out::kByRow ? yp : out.row(tn));
 }
 
 }  // namespace
 
 namespace {
+/* tile_spans over this block's tokens in the l2norm forms, [by T / G, (by + 1) T / G) of the G =
+ * gridDim.y blocks along y (T = cu_seqlens[s]), f also given each sequence's conv state at this
+ * thread's channels (null for a padding slot or channels past C). */
+template <typename F>
+__device__ __forceinline__ void block_spans(const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
+                                            float *__restrict__ state, unsigned s, unsigned c, unsigned ch,
+                                            unsigned kw, bool live, F f) {
+  const uint64_t T = cu_seqlens[s] > 0 ? (uint64_t)cu_seqlens[s] : 0u, G = gridDim.y;
+  const long a = (long)(blockIdx.y * T / G), e = (long)((blockIdx.y + 1u) * T / G), hist = (long)kw - 1;
+  tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
+    const int slot = slots[seq];
+    f(seq, t0, t1, first, last, own, slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist);
+  });
+}
+
 /* conv1d_prefill_l2norm's body on x of element type X (f32, or IEEE half for _xh and _xhv); with
  * VH the value channels go to vh in half (_xhv), else to y. */
 template <typename X, bool VH = false>
@@ -380,16 +424,61 @@ __device__ __forceinline__ void conv_l2norm_body(float *__restrict__ y, uint16_t
     out.base = reinterpret_cast<char *>(vh + (ch - qk_end)), out.ld = (c - qk_end) * sizeof(uint16_t);
   else
     out.base = reinterpret_cast<char *>(y + ch), out.ld = (size_t)c * sizeof(float);
-  /* tokens [by T / G, (by + 1) T / G) of the G = gridDim.y blocks along y (T = cu_seqlens[s]) */
-  const long T = cu_seqlens[s] > 0 ? cu_seqlens[s] : 0, G = gridDim.y, hist = (long)kw - 1;
-  const long a = (long)((uint64_t)blockIdx.y * (uint64_t)T / (uint64_t)G),
-             e = (long)((uint64_t)(blockIdx.y + 1u) * (uint64_t)T / (uint64_t)G);
-  tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
-    const int slot = slots[seq];
-    float *st = slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist;
-    conv_span4(out, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
-  });
+  block_spans(cu_seqlens, slots, state, s, c, ch, kw, live,
+              [&](unsigned, long t0, long t1, long first, long last, bool own, float *st) {
+                conv_span4(out, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
+              });
 }
+#if !defined(__HIPCC__)
+/* conv1d_prefill_l2norm_xhv's body with the q and k heads into the q/k planes at the start of ws
+ * (out_planes; dk = 128, so that a warp's 32 lanes are one head), a sequence's last chunk zeroed
+ * past its end by the lanes of the block that computes its last token. */
+__device__ __forceinline__ void conv_l2norm_planes_body(unsigned char *__restrict__ ws, uint16_t *__restrict__ vh,
+                                                        const uint16_t *__restrict__ x, const bf16 *__restrict__ w,
+                                                        float *__restrict__ state, const int *__restrict__ cu_seqlens,
+                                                        const int *__restrict__ slots, unsigned s, unsigned c,
+                                                        unsigned kw, unsigned nk, unsigned dk) {
+  /* shapes the launch rules reject (kernels/cuda/launch_rules.c): do nothing, uniformly */
+  if (s == 0 || kw == 0 || c % kV != 0 || dk != 128u || (uintptr_t)x % 8u != 0 || !aligned16(ws) ||
+      (uintptr_t)vh % 8u != 0 || 2 * (size_t)nk * dk > c)
+    return;
+  const unsigned ch = (blockIdx.x * kL2ConvBlock + threadIdx.x) * kV;
+  const bool live = ch < c;
+  const size_t qk_end = 2 * (size_t)nk * dk;
+  const bool qk = ch < qk_end; /* uniform over a warp: 32 lanes of 4 channels are one head */
+  qk_norm norm;
+  norm.g = dk / kV;
+  norm.qk = qk;
+  norm.warp_qk = qk;
+  norm.sc_extra = ch < (size_t)nk * dk ? 1.0f / sqrtf((float)dk) : 1.0f;
+  out4<true> vout; /* value lanes: as conv1d_prefill_l2norm_xhv's */
+  vout.half = true;
+  vout.base = reinterpret_cast<char *>(vh + (ch - qk_end)), vout.ld = (c - qk_end) * sizeof(uint16_t);
+  const unsigned hh = ch / 128u, d = ch % 128u; /* q/k lanes: head hh (q heads, then k heads), dimension d */
+  out_planes qout;
+  qout.cstride = (size_t)nk * METRALE_WH_QK_BYTES;
+  const size_t in_plane = (size_t)(hh % nk) * METRALE_WH_QK_BYTES + (hh / nk) * METRALE_WH_PLANE_BYTES +
+                          METRALE_WH_PLANE_AT(0u, d);
+  block_spans(cu_seqlens, slots, state, s, c, ch, kw, live,
+              [&](unsigned seq, long t0, long t1, long first, long last, bool own, float *st) {
+                if (!qk) { /* a warp of value lanes: no l2norm */
+                  conv_span4(vout, x, w, st, t0, t1, first, last, own, c, ch, kw, live,
+                             [](float4 v) { return v; });
+                  return;
+                }
+                /* the sequence's first chunk (kernels.def: min(cu[s], (cu[s] + 63 s) / 64)) */
+                const size_t j1 = ((size_t)t0 + 63u * (size_t)seq) / 64u;
+                const size_t j0 = (size_t)t0 < j1 ? (size_t)t0 : j1;
+                out_planes o = qout;
+                o.base = reinterpret_cast<char *>(ws) + j0 * o.cstride + in_plane;
+                o.t0 = t0;
+                conv_span4(o, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
+                if (last == t1) /* the last chunk's rows past the sequence: zero */
+                  for (long t = t1; (t - t0) % 64 != 0; t++)
+                    *reinterpret_cast<uint2 *>(o.row(t)) = make_uint2(0u, 0u);
+              });
+}
+#endif
 }  // namespace
 
 /* conv1d_prefill_tiled on 4 channels a thread (1024 a block, 16-byte accesses), with the
@@ -444,3 +533,17 @@ MK_KERNEL(conv1d_update)(float *__restrict__ y, const float *__restrict__ x,
   conv_channel(y + (size_t)b * c, x + (size_t)b * c, w, st, 1, c, ch, kw);
 }
 MK_CHECK(conv1d_update, conv);
+
+#if !defined(__HIPCC__)
+/* conv1d_prefill_l2norm_xhv with q and k in IEEE half straight into the whole-head kernels' q/k
+ * planes (for delta_rule_prefill_chunked_wh_prep_qkh, whose phase 0 then reads k's 16 KiB plane
+ * where it read 32 KiB of f32 q and k and wrote the planes: docs/perf-prefill.md part 27).  Not
+ * built for HIP: the kernels it feeds are sm_90a's. */
+extern "C" __global__ void __launch_bounds__(mk_block("conv1d_prefill_l2norm_qkh"), 3)
+conv1d_prefill_l2norm_qkh(unsigned char *__restrict__ ws, uint16_t *__restrict__ vh, const uint16_t *__restrict__ x,
+                          const bf16 *__restrict__ w, float *__restrict__ state, const int *__restrict__ cu_seqlens,
+                          const int *__restrict__ slots, unsigned s, unsigned c, unsigned kw, unsigned nk, unsigned dk) {
+  conv_l2norm_planes_body(ws, vh, x, w, state, cu_seqlens, slots, s, c, kw, nk, dk);
+}
+MK_CHECK(conv1d_prefill_l2norm_qkh, conv);
+#endif

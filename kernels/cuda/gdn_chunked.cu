@@ -1329,18 +1329,38 @@ static_assert(mk_block("delta_rule_prefill_chunked_wh_prep") == kBlock &&
                   mk_shared("delta_rule_prefill_chunked_wh_prep") == (5 * kCh + kCh * kLdS) * 4 &&
                   5 * kCh + 2 * kCh * kLdA <= 5 * kCh + kCh * kLdS,
               "kernels.def: one warpgroup a block; K staged, then A and T where K was");
+/* the two phase-0 entries: q and k from qkv (QKH false) or from ws's planes */
+template <bool QKH>
+__device__ __forceinline__ void wh_prep_entry(const float *qkv, const float *g, const float *beta, const int *cu_seqlens,
+                                              float *ws, unsigned s, unsigned nk, unsigned nv, unsigned dk, unsigned dv,
+                                              unsigned phase, const uint16_t *vh) {
+  extern __shared__ __align__(128) unsigned char smem_whp[];
+  shape p;
+  if (phase != 0 || dk != kDk || dv != kDv || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv))
+    return; /* vh: phase 1 reads it */
+  wh_prep<QKH>(reinterpret_cast<float *>(smem_whp), qkv, g, beta, cu_seqlens, reinterpret_cast<unsigned char *>(ws), p);
+}
 extern "C" __global__ void __launch_bounds__(kBlock, 3)
 delta_rule_prefill_chunked_wh_prep(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
                                    const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
                                    unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh) {
   (void)o, (void)state, (void)slots;
-  extern __shared__ __align__(128) unsigned char smem_whp[];
-  shape p;
-  if (phase != 0 || dk != kDk || dv != kDv || (uintptr_t)vh % 16u != 0 || !shape_of(p, ws, s, nk, nv, dk, dv))
-    return; /* vh: phase 1 reads it */
-  wh_prep(reinterpret_cast<float *>(smem_whp), qkv, g, beta, cu_seqlens, reinterpret_cast<unsigned char *>(ws), p);
+  wh_prep_entry<false>(qkv, g, beta, cu_seqlens, ws, s, nk, nv, dk, dv, phase, vh);
 }
 MK_CHECK(delta_rule_prefill_chunked_wh_prep, gdn_chunked);
+
+static_assert(mk_block("delta_rule_prefill_chunked_wh_prep_qkh") == kBlock &&
+                  mk_shared("delta_rule_prefill_chunked_wh_prep_qkh") == mk_shared("delta_rule_prefill_chunked_wh_prep") &&
+                  wh::kPlaneQK <= kCh * kLdS * 4,
+              "kernels.def: as delta_rule_prefill_chunked_wh_prep, k's plane staged where K was");
+extern "C" __global__ void __launch_bounds__(kBlock, 3)
+delta_rule_prefill_chunked_wh_prep_qkh(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
+                                       const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
+                                       unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh) {
+  (void)o, (void)qkv, (void)state, (void)slots;
+  wh_prep_entry<true>(nullptr, g, beta, cu_seqlens, ws, s, nk, nv, dk, dv, phase, vh);
+}
+MK_CHECK(delta_rule_prefill_chunked_wh_prep_qkh, gdn_chunked);
 
 static_assert(mk_block("delta_rule_prefill_chunked_wh") == 512 && mk_shared("delta_rule_prefill_chunked_wh") == wh::END,
               "kernels.def: four warpgroups; the stages, planes and barriers");

@@ -42,6 +42,9 @@ constexpr unsigned kTb = kCh * kCh * 2;
 /* record B of a (chunk, value head): Tb, then G log2(e) (64 floats) */
 constexpr unsigned kBTb = 0, kBG = kTb, kRecB = kBG + kCh * 4;
 static_assert(kRecA % 128 == 0 && kRecB % 16 == 0, "records of whole 16-byte units");
+static_assert(kPlaneQK == METRALE_WH_PLANE_BYTES && kRecA == METRALE_WH_QK_BYTES && METRALE_WH_PLANE_AT(9u, 17u) ==
+                  (1u * 16u + 2u) * 128u + 1u * 16u + 1u * 2u,
+              "kernels.def's q/k planes (kernel_bounds.h) are record A, the layout below");
 static_assert(kRecA + kRecB <= 147584, "a (chunk, value head) takes no more workspace than the f16 kernel's");
 
 /* Layouts (bytes), every plane made of 8x8 core matrices of 8 rows of 16 bytes:
@@ -163,7 +166,35 @@ __device__ __forceinline__ float *wh_bounds(const void *ws, size_t nc, const sha
                                    nc * p.nk * kRecA + nc * p.nv * kRecB);
 }
 
-/* Phase 0 of one (chunk, value head). */
+/* K K^T's row tiles (P, 3 - P) as kkt_rows_f16<P> makes them from f32 K, here from K's IEEE half plane
+ * Kp in shared memory (kernel_bounds.h's layout): the same halves, so the same products.  A lane's
+ * pairs of a row lie in one core matrix, its warp's 32 words in distinct banks. */
+template <unsigned P>
+__device__ __forceinline__ void kkt_rows_plane(float (&acc)[2][8][4], const unsigned char *Kp, const lane_ids &l) {
+  constexpr unsigned R0 = P, R1 = 3 - P, N0 = 2 * R0 + 2, N1 = 2 * R1 + 2; /* tiles, their widths */
+  zero(acc);
+  auto pair = [&](unsigned tok, unsigned d) { return *reinterpret_cast<const uint32_t *>(Kp + METRALE_WH_PLANE_AT(tok, d)); };
+#pragma unroll 1
+  for (unsigned k = 0; k < kDk; k += 16) {
+    const unsigned c0 = k + 2 * l.t;
+    uint32_t a[2][4], b[N1][2];
+#pragma unroll
+    for (unsigned i = 0; i < 2; i++) {
+      const unsigned ra = 16 * (i ? R1 : R0) + l.g;
+      a[i][0] = pair(ra, c0), a[i][1] = pair(ra + 8, c0), a[i][2] = pair(ra, c0 + 8), a[i][3] = pair(ra + 8, c0 + 8);
+    }
+#pragma unroll
+    for (unsigned nt = 0; nt < N1; nt++) b[nt][0] = pair(8 * nt + l.g, c0), b[nt][1] = pair(8 * nt + l.g, c0 + 8);
+#pragma unroll
+    for (unsigned i = 0; i < 2; i++)
+#pragma unroll
+      for (unsigned nt = 0; nt < (i ? N1 : N0); nt++) mma_f16(acc[i][nt], a[i], b[nt]);
+  }
+}
+
+/* Phase 0 of one (chunk, value head).  QKH: q and k are already in ws's planes (conv1d_prefill_l2norm_qkh
+ * wrote them); K K^T from k's plane, nothing of record A written. */
+template <bool QKH>
 __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float *g, const float *beta, const int *cu,
                                         unsigned char *ws, const shape &p) {
   using namespace wh;
@@ -183,7 +214,13 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   float *Ks = sm + 5 * kCh; /* until A is written */
   const lane_ids l = lanes();
 
-  { /* the chunk's K rows into shared memory (zero past L tokens) */
+  if (QKH) { /* k's plane into shared memory (zero past L tokens: the conv wrote it so) */
+    const uint32_t ks = sm80::smem_u32(Ks);
+    const unsigned char *kp = recA + kPlaneQK;
+#pragma unroll
+    for (unsigned i = l.tid; i < kPlaneQK / 16; i += kBlock) sm80::cp_async16(ks + 16 * i, kp + 16 * i, 16u);
+    sm80::cp_commit();
+  } else { /* the chunk's K rows into shared memory (zero past L tokens) */
     const unsigned c = 4 * (l.tid & 31);
     const uint32_t ks = sm80::smem_u32(Ks + l.w * kLdS + c);
 #pragma unroll 4
@@ -201,7 +238,7 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   sm80::cp_wait<0>();
   __syncthreads();
   /* q and k in half, once a key head: 16-byte word i = ((tok/8) 16 + d/8) 8 + tok%8 holds (tok, d..d+7) */
-  if (h % r == 0) {
+  if (!QKH && h % r == 0) {
     static_assert(kPlaneQK / 16 % kBlock == 0, "whole rounds");
 #pragma unroll
     for (unsigned i = l.tid; i < kPlaneQK / 16; i += kBlock) {
@@ -218,8 +255,14 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   }
   /* K K^T on warps 0 and 1 (row tiles 0, 3 and 1, 2), as prep_chunk's fp16 records */
   float acc0[2][8][4];
-  if (l.w == 0) kkt_rows_f16<0>(acc0, Ks, Ks, p.dk, l);
-  if (l.w == 1) kkt_rows_f16<1>(acc0, Ks, Ks, p.dk, l);
+  if (QKH) {
+    const unsigned char *kp = reinterpret_cast<const unsigned char *>(Ks);
+    if (l.w == 0) kkt_rows_plane<0>(acc0, kp, l);
+    if (l.w == 1) kkt_rows_plane<1>(acc0, kp, l);
+  } else {
+    if (l.w == 0) kkt_rows_f16<0>(acc0, Ks, Ks, p.dk, l);
+    if (l.w == 1) kkt_rows_f16<1>(acc0, Ks, Ks, p.dk, l);
+  }
   __syncthreads(); /* A is written where K was */
   bool grow = false; /* a token whose I - beta k k^T may stretch the state (beta |k|^2 outside [0, 2]) */
   if (l.w < 2) {
@@ -813,7 +856,7 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
   if (phase == 1) { /* w0 = 1 where the sequence forgets each segment's start (wh_forgets), for phase 3 too */
     if (wh_forgets(bnd, j0, p, n, nseg)) w0 = 1;
     if (k == 0 && h == 0 && threadIdx.x == 0) w0_taken[seq] = (int)w0;
-  } else if (phase == 3) {
+  } else {
     w0 = (unsigned)w0_taken[seq];
   }
   auto first = [&](unsigned j) { return wh_first(n, nseg, w0, j); };
@@ -844,7 +887,13 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     else
       wh_scan<false>(smem, o, cu, wsb, vh, p, run);
   } else if (phase == 2) {
-    wh_chain(reinterpret_cast<float *>(smem), X, nseg, k);
+    /* where phase 1 left every M_j zero (the same sums as there), X_(j+1) = F_j is already in F_j's slot */
+    bool zero = true;
+    for (unsigned j = 1; j + 1 < nseg && zero; j++) {
+      const unsigned cb = first(j), ce = first(j + 1);
+      zero = cb < ce && wh_bound_sum(bnd, j0, p, h, cb, ce) <= -kForget;
+    }
+    if (!zero) wh_chain(reinterpret_cast<float *>(smem), X, nseg, k);
   } else { /* segment j = k + 1 from X_j (slot 0 for j = 1, else 2j - 3), the last one into the slot */
     const unsigned j = k + 1;
     const float *xj = X + (size_t)(j == 1 ? 0 : 2 * j - 3) * kMat;

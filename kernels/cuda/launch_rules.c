@@ -37,16 +37,19 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
   }
   if (strcmp(k, "gdn_decode_pair35") == 0 && (args[metrale_kernel_arg_index(info, "state")].v.ptr & 15u) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned state", k);
-  if (strncmp(k, "conv1d_prefill_l2norm", 21) == 0) { /* and its _xh, _xhv forms */
+  if (strncmp(k, "conv1d_prefill_l2norm", 21) == 0) { /* and its _xh, _xhv, _qkh forms */
     uint32_t c = u32_arg(info, args, "c"), dk = u32_arg(info, args, "dk"), nk = u32_arg(info, args, "nk");
-    int y = metrale_kernel_arg_index(info, "y"), x = metrale_kernel_arg_index(info, "x"),
+    const int planes = strcmp(k, "conv1d_prefill_l2norm_qkh") == 0; /* q and k into ws's planes: dk = 128 */
+    int y = metrale_kernel_arg_index(info, planes ? "ws" : "y"), x = metrale_kernel_arg_index(info, "x"),
         vh = metrale_kernel_arg_index(info, "vh");
     const uint64_t xa = strcmp(k, "conv1d_prefill_l2norm") == 0 ? 15u : 7u; /* 4 floats or 4 halves */
-    if (c % 4 != 0 || dk < 4 || dk > 128 || (dk & (dk - 1)) != 0 || 2 * (uint64_t)nk * dk > c ||
-        (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & xa) != 0 || (vh >= 0 && (args[vh].v.ptr & 7u) != 0))
-      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs C %% 4 == 0 (C = %u), dk a power of two in [4, 128] "
-                           "(dk = %u), 2*nk*dk <= C (nk = %u), a %u-byte aligned x, a 16-byte aligned y%s", k,
-                           c, dk, nk, (unsigned)xa + 1u, vh >= 0 ? " and an 8-byte aligned vh" : "");
+    if (c % 4 != 0 || dk < 4 || dk > 128 || (dk & (dk - 1)) != 0 || (planes && dk != 128) ||
+        2 * (uint64_t)nk * dk > c || (args[y].v.ptr & 15u) != 0 || (args[x].v.ptr & xa) != 0 ||
+        (vh >= 0 && (args[vh].v.ptr & 7u) != 0))
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs C %% 4 == 0 (C = %u), dk %s (dk = %u), 2*nk*dk <= C "
+                           "(nk = %u), a %u-byte aligned x, a 16-byte aligned %s%s", k, c,
+                           planes ? "= 128" : "a power of two in [4, 128]", dk, nk, (unsigned)xa + 1u,
+                           planes ? "ws" : "y", vh >= 0 ? " and an 8-byte aligned vh" : "");
   }
   if (strncmp(k, "delta_rule_prefill_chunked_f16_prep", 35) == 0) { /* and _prep_vh */
     int vh = metrale_kernel_arg_index(info, "vh");
@@ -56,8 +59,8 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
     if (vh >= 0 && (args[vh].v.ptr & 15u) != 0)
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned vh", k);
   }
-  if (strncmp(k, "delta_rule_prefill_chunked_wh", 29) == 0) { /* and _prep, _seg */
-    const int prep = strcmp(k, "delta_rule_prefill_chunked_wh_prep") == 0;
+  if (strncmp(k, "delta_rule_prefill_chunked_wh", 29) == 0) { /* and _prep, _prep_qkh, _seg */
+    const int prep = strncmp(k, "delta_rule_prefill_chunked_wh_prep", 34) == 0;
     const int seg = strcmp(k, "delta_rule_prefill_chunked_wh_seg") == 0;
     const uint32_t phase = u32_arg(info, args, "phase"), nseg = u32_arg(info, args, "nseg"),
                    w0 = u32_arg(info, args, "w0");

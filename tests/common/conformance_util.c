@@ -1,4 +1,5 @@
 #include "conformance_util.h"
+#include "metrale/kernel_bounds.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -212,4 +213,13 @@ metrale_status mt_upload(gpu_backend *be, const mt_buffer *buf, const void *src)
 metrale_status mt_download(gpu_backend *be, void *dst, const mt_buffer *buf) {
   METRALE_RETURN_IF_ERROR(be->vt->copy_d2h(be, dst, buf->ptr, buf->bytes, NULL));
   return be->vt->sync(be);
+}
+
+size_t mt_wh_first_chunk(const int32_t *cu, uint32_t q) {
+  const size_t a = cu[q] > 0 ? (size_t)cu[q] : 0u, b = (a + 63u * (size_t)q) / 64u;
+  return a < b ? a : b;
+}
+
+size_t mt_wh_plane_at(size_t j, uint32_t nk, uint32_t kh, uint32_t isk, uint32_t tok, uint32_t d) {
+  return ((j * nk + kh) * METRALE_WH_QK_BYTES + isk * METRALE_WH_PLANE_BYTES + METRALE_WH_PLANE_AT(tok, d)) / 2;
 }

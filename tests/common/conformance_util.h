@@ -54,6 +54,13 @@ double mt_nmse_f32_scaled(const float *a, const double *b, const double *scale, 
 void mt_delta_step(double *S, double *o, const float *q, const float *k, const float *v, double g,
                    double beta, uint32_t dk, uint32_t dv);
 
+/* The whole-head kernels' q/k planes (kernels.def delta_rule_prefill_chunked_wh_prep, layout in
+ * kernel_bounds.h): sequence q's first chunk among the NC = mt_wh_first_chunk(cu, nseq) a workspace
+ * holds, and the index in halves of (chunk j, key head kh of nk, q's plane (isk 0) or k's, the chunk's
+ * token tok, dimension d). */
+size_t mt_wh_first_chunk(const int32_t *cu, uint32_t q);
+size_t mt_wh_plane_at(size_t j, uint32_t nk, uint32_t kh, uint32_t isk, uint32_t tok, uint32_t d);
+
 /* Widens storage to doubles (for comparing two backends' results). */
 void mt_bf16_to_double(double *out, const metrale_bf16 *x, size_t n);
 void mt_f16_to_double(double *out, const uint16_t *x, size_t n);

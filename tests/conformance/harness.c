@@ -122,7 +122,7 @@ static int run_on(cf_ctx *ctx, metrale_device *dev, const char *label, cf_launch
     size_t bytes = b->count * type_size(b->type);
     results[i] = cf_alloc(bytes ? bytes : 1, 1);
     CF_CHECK_STATUS(ctx, mt_buffer_alloc(be, bytes, b->guard, b->misalign, &bufs[i]), label);
-    if (b->dir == CF_OUT || b->dir == CF_SCRATCH) {
+    if (b->dir == CF_OUT || (b->dir == CF_SCRATCH && !b->init)) {
       memset(results[i], 0xff, bytes); /* NaN in bf16/f16/f32, -1 in i32: unwritten shows */
       CF_CHECK_STATUS(ctx, mt_upload(be, &bufs[i], results[i]), label);
     } else {
@@ -339,4 +339,12 @@ void cf_check_state(cf_ctx *ctx, const char *what, const float *got, const float
       cf_check_f32(ctx, label, g, ref + (size_t)s * per, per, tol);
     }
   }
+}
+
+void cf_expect_refused(cf_ctx *ctx, metrale_kernel_id id, gpu_kernel kern, const gpu_arg *args, uint32_t nargs,
+                       const char *what) {
+  metrale_status st = metrale_launch(ctx->dev, id, kern, (gpu_dim3){2, 1, 1}, NULL, args, nargs);
+  CF_EXPECT(ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", what,
+            metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
+  metrale_status_free(st);
 }

@@ -21,8 +21,8 @@
 /* CF_F16: IEEE half storage (uint16_t), compared with the oracle like CF_BF16 (NMSE after
  * widening, or bit-exact when oracle_tol is 0). */
 typedef enum cf_type { CF_BF16 = 1, CF_F32, CF_I32, CF_F16 } cf_type;
-/* CF_SCRATCH: device scratch a launch may use freely (starts as all 0xff bytes, its
- * contents are never compared). */
+/* CF_SCRATCH: device scratch a launch may use freely (starts as all 0xff bytes, or as init
+ * where given; its contents are never compared). */
 typedef enum cf_dir { CF_IN = 1, CF_OUT, CF_INOUT, CF_SCRATCH } cf_dir;
 
 typedef struct cf_ctx {
@@ -114,6 +114,11 @@ void cf_check_exact(cf_ctx *ctx, const char *what, const void *got, const void *
  * exact[i] lies halfway between two bf16 values either one passes: an ulp of error before the
  * rounding (a SiLU by a fast exp and division) moves such a tie across, and no other value. */
 void cf_check_bf16_nearest(cf_ctx *ctx, const char *what, const metrale_bf16 *got, const float *exact, size_t n);
+
+/* A launch of kernel id with args (grid 2) that its contract refuses: expects INVALID_ARGUMENT (a
+ * launch that went ahead on the stand-in addresses would crash the test). */
+void cf_expect_refused(cf_ctx *ctx, metrale_kernel_id id, gpu_kernel kern, const gpu_arg *args, uint32_t nargs,
+                       const char *what);
 
 /* Typed views of a result. */
 static inline metrale_bf16 *cf_bf16(cf_launch *l, int b) {

@@ -58,6 +58,42 @@ static float x_scale = 1.0f;
 #define TOL_HALF 3e-7
 #define TOL_HALF_ORACLE 1e-6
 
+/* conv1d_prefill_l2norm_qkh's q/k planes (kernel_bounds.h's layout) against y_ref's q and k: each
+ * token's halves (NMSE, TOL_HALF), the rows of a sequence's last chunk past its end exactly zero,
+ * and the chunk indices no sequence has exactly as they started (half 1.0). */
+static void planes_check(cf_ctx *ctx, const uint16_t *got, const double *y_ref, const int32_t *cu, uint32_t nseq,
+                         uint32_t c, uint32_t nk) {
+  const size_t nc = mt_wh_first_chunk(cu, nseq), per = METRALE_WH_QK_BYTES / 2; /* halves a (chunk, key head) */
+  unsigned char *used = cf_alloc(nc ? nc : 1, 1);
+  size_t n = 0, bad_tail = 0, bad_gap = 0;
+  for (uint32_t q = 0; q < nseq; q++) n += (size_t)(cu[q + 1] - cu[q]) * 2 * nk * 128;
+  uint16_t *vals = cf_alloc(n ? n : 1, 2);
+  double *refs = cf_alloc(n ? n : 1, sizeof(double));
+  n = 0;
+  for (uint32_t q = 0; q < nseq; q++) {
+    const size_t len = (size_t)(cu[q + 1] - cu[q]), j0 = mt_wh_first_chunk(cu, q);
+    for (size_t r = 0; r < (len + 63) / 64 * 64; r++) {
+      used[j0 + r / 64] = 1;
+      for (uint32_t hh = 0; hh < 2 * nk; hh++)
+        for (uint32_t d = 0; d < 128; d++) {
+          const size_t at = mt_wh_plane_at(j0 + r / 64, nk, hh % nk, hh / nk, (uint32_t)(r % 64), d);
+          if (r < len) {
+            vals[n] = got[at];
+            refs[n++] = y_ref[((size_t)cu[q] + r) * c + (size_t)hh * 128 + d];
+          } else {
+            bad_tail += got[at] != 0u;
+          }
+        }
+    }
+  }
+  for (size_t j = 0; j < nc; j++)
+    for (size_t i = 0; !used[j] && i < nk * per; i++) bad_gap += got[j * nk * per + i] != 0x3c00u;
+  cf_check_f16(ctx, "q/k planes", vals, refs, n, TOL_HALF);
+  CF_EXPECT(ctx, bad_tail == 0, "%zu halves past the sequences' ends in their last chunks are not zero", bad_tail);
+  CF_EXPECT(ctx, bad_gap == 0, "%zu halves of chunks no sequence has were written", bad_gap);
+  free(used), free(vals), free(refs);
+}
+
 /* prefill when cu != NULL (nseq sequences), else decode (nseq slots, one token each).
  * tiled: 1 conv1d_prefill_tiled, whose grid runs over blocks of 64 tokens; 2
  * conv1d_prefill_l2norm (1024 channels a block, T / gy tokens: gy blocks along the tokens,
@@ -65,7 +101,9 @@ static float x_scale = 1.0f;
  * conv1d_prefill_l2norm_xh, the same on x in IEEE half (the reference takes the halves' values,
  * and the state, which holds widened inputs, stays exact); 4 conv1d_prefill_l2norm_xhv, which
  * writes the value channels to vh in IEEE half (checked against the reference rounded to half's
- * range) and must leave y's value channels as they were (y starts as random values). */
+ * range) and must leave y's value channels as they were (y starts as random values); 5
+ * conv1d_prefill_l2norm_qkh, vh as 4 and q and k in half into the whole-head core's q/k planes
+ * (planes_check) instead of a y. */
 static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
                         const int32_t *cu, uint32_t n_slots, int tiled, uint32_t nk, uint32_t dk, uint32_t gy) {
   int prefill = cu != NULL;
@@ -94,8 +132,8 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   if (tiled >= 2) ref_l2norm(y_ref, t, c, nk, dk);
   /* xhv: y's value channels stay as they start; vh's reference is theirs in half's range */
   const size_t qk = 2 * (size_t)nk * dk, nvh = (size_t)t * (c - qk);
-  float *y_init = tiled == 4 ? cf_alloc(nx, sizeof(float)) : NULL;
-  double *vh_ref = tiled == 4 ? cf_alloc(nvh, sizeof(double)) : NULL;
+  float *y_init = tiled >= 4 ? cf_alloc(nx, sizeof(float)) : NULL;
+  double *vh_ref = tiled >= 4 ? cf_alloc(nvh, sizeof(double)) : NULL;
   if (y_init) {
     mt_fill_f32(&ctx->rng, y_init, nx, -1, 1);
     for (size_t tok = 0; tok < t; tok++)
@@ -107,7 +145,11 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   }
 
   static const metrale_kernel_id l2_ids[] = {METRALE_K_conv1d_prefill_l2norm, METRALE_K_conv1d_prefill_l2norm_xh,
-                                             METRALE_K_conv1d_prefill_l2norm_xhv};
+                                             METRALE_K_conv1d_prefill_l2norm_xhv, METRALE_K_conv1d_prefill_l2norm_qkh};
+  /* qkh: the planes start as half 1.0 (which the chunks' unused indices keep) */
+  const size_t nc = prefill ? mt_wh_first_chunk(cu, nseq) : 0, nplane = nc * nk * (METRALE_WH_QK_BYTES / 2);
+  uint16_t *planes_init = tiled == 5 ? cf_alloc(nplane ? nplane : 1, 2) : NULL;
+  for (size_t i = 0; planes_init && i < nplane; i++) planes_init[i] = 0x3c00u;
   cf_launch l;
   if (tiled >= 2)
     cf_launch_init(&l, l2_ids[tiled - 2], (gpu_dim3){(c + 1023) / 1024, gy ? gy : (t + 63) / 64, 1});
@@ -116,10 +158,11 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   else
     cf_launch_init(&l, prefill ? METRALE_K_conv1d_prefill : METRALE_K_conv1d_update,
                    (gpu_dim3){(c + 255) / 256, nseq, 1});
-  int by = y_init ? cf_buf_add(&l, "y", CF_F32, CF_INOUT, nx, y_init, CF_TOL_F32)
-                 : cf_buf_add(&l, "y", CF_F32, CF_OUT, nx, NULL, CF_TOL_F32);
+  int by = planes_init ? cf_buf_add(&l, "planes", CF_F16, CF_INOUT, nplane, planes_init, TOL_HALF_ORACLE)
+           : y_init   ? cf_buf_add(&l, "y", CF_F32, CF_INOUT, nx, y_init, CF_TOL_F32)
+                      : cf_buf_add(&l, "y", CF_F32, CF_OUT, nx, NULL, CF_TOL_F32);
   const double *y_scale = tiled >= 2 ? NULL : y_mag; /* the l2norm's outputs are normalised: plain NMSE */
-  l.buf[by].scale = y_scale;
+  if (!planes_init) l.buf[by].scale = y_scale;
   int bvh = y_init ? cf_buf_add(&l, "vh", CF_F16, CF_OUT, nvh, NULL, TOL_HALF_ORACLE) : -1;
   int bx = xh ? cf_buf_add(&l, "x", CF_F16, CF_IN, nx, xh, 0) : cf_buf_add(&l, "x", CF_F32, CF_IN, nx, x, 0);
   int bw = cf_buf_add(&l, "w", CF_BF16, CF_IN, (size_t)c * kw, w, 0);
@@ -142,14 +185,17 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
     cf_arg_u32(&l, dk);
   }
   if (cf_run(ctx, &l, kern)) {
-    cf_check_f32_scaled(ctx, "y", cf_f32(&l, by), y_ref, y_scale, nx, CF_TOL_F32);
+    if (planes_init)
+      planes_check(ctx, cf_f16(&l, by), y_ref, cu, nseq, c, nk);
+    else
+      cf_check_f32_scaled(ctx, "y", cf_f32(&l, by), y_ref, y_scale, nx, CF_TOL_F32);
     if (bvh >= 0) {
       cf_check_f16(ctx, "vh", cf_f16(&l, bvh), vh_ref, nvh, TOL_HALF);
       for (size_t i = 0; i < nvh; i++)
         if (fabs(vh_ref[i]) == 65504.0)
           CF_EXPECT(ctx, metrale_f16_to_f32(cf_f16(&l, bvh)[i]) == (float)vh_ref[i], "vh[%zu] = %g, not saturated to %g",
                     i, metrale_f16_to_f32(cf_f16(&l, bvh)[i]), vh_ref[i]);
-      for (size_t tok = 0; tok < t; tok++) /* y's value channels exactly as they started */
+      for (size_t tok = 0; tok < t && !planes_init; tok++) /* y's value channels exactly as they started */
         CF_EXPECT(ctx, memcmp(cf_f32(&l, by) + tok * c + qk, y_init + tok * c + qk, (c - qk) * sizeof(float)) == 0,
                   "y's value channels of token %zu were written", tok);
     }
@@ -159,7 +205,7 @@ static void run_case_qk(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, u
   }
   cf_launch_free(&l);
   free(x), free(xh), free(w), free(state), free(slots), free(y_ref), free(y_mag), free(state_ref);
-  free(y_init), free(vh_ref);
+  free(y_init), free(vh_ref), free(planes_init);
 }
 
 static void run_case(cf_ctx *ctx, gpu_kernel kern, uint32_t c, uint32_t kw, uint32_t nseq,
@@ -248,7 +294,7 @@ static void run_conv_l2norm(metrale_kernel_id id) {
   CF_BEGIN(ctx, kern, id);
   static const struct {
     uint32_t nk, dk, c;
-  } heads[] = {{2, 128, 1100}, {1, 32, 100}, {3, 64, 2052}, {4, 16, 136}, {1, 4, 12}, {2, 8, 36}};
+  } heads[] = {{2, 128, 1100}, {1, 32, 100}, {3, 64, 2052}, {4, 16, 136}, {1, 4, 12}, {2, 8, 36}, {3, 128, 2052}};
   static const uint32_t kws[] = {2, 4, 6};
   static const int32_t lens_a[] = {0, 1, 2, 3, 130, 0, 70, 1}, lens_b[] = {63, 2, 0, 1, 64, 0},
                        lens_c[] = {300}, lens_d[] = {5, 1, 1, 1, 1, 60, 4, 2};
@@ -259,6 +305,7 @@ static void run_conv_l2norm(metrale_kernel_id id) {
   for (size_t hi = 0; hi < sizeof heads / sizeof heads[0]; hi++)
     for (size_t ki = 0; ki < sizeof kws / sizeof kws[0]; ki++)
       for (size_t si = 0; si < sizeof cases / sizeof cases[0]; si++) {
+        if (id == METRALE_K_conv1d_prefill_l2norm_qkh && heads[hi].dk != 128) continue; /* its contract: dk 128 */
         int32_t cu[9] = {0};
         for (uint32_t s = 0; s < cases[si].n; s++) cu[s + 1] = cu[s] + cases[si].lens[s];
         const uint32_t T = (uint32_t)cu[cases[si].n], gys[] = {0, 1, 7, T + 3};
@@ -266,9 +313,10 @@ static void run_conv_l2norm(metrale_kernel_id id) {
           snprintf(ctx.shape, sizeof ctx.shape, "nk=%u dk=%u C=%u K=%u S=%u T=%u grid.y=%u", heads[hi].nk,
                    heads[hi].dk, heads[hi].c, kws[ki], cases[si].n, T, gys[gi] ? gys[gi] : (T + 63) / 64);
           run_case_qk(&ctx, kern, heads[hi].c, kws[ki], cases[si].n, cu, cases[si].n + 2,
-                      id == METRALE_K_conv1d_prefill_l2norm_xhv  ? 4
-                      : id == METRALE_K_conv1d_prefill_l2norm_xh ? 3
-                                                                 : 2,
+                      id == METRALE_K_conv1d_prefill_l2norm_qkh   ? 5
+                      : id == METRALE_K_conv1d_prefill_l2norm_xhv ? 4
+                      : id == METRALE_K_conv1d_prefill_l2norm_xh  ? 3
+                                                                  : 2,
                       heads[hi].nk, heads[hi].dk, gys[gi]);
         }
       }
@@ -291,4 +339,20 @@ Test(conv, conv1d_prefill_l2norm_xhv) {
   run_case_qk(&ctx, kern, 100, 4, 2, cu, 4, 4, 1, 32, 0);
   cf_close(&ctx);
   x_scale = 1.0f;
+}
+
+/* The same cases (heads of 128: two and three key heads, value channels past them and a last block
+ * past C) with q and k in IEEE half into the whole-head core's q/k planes (conv1d_prefill_l2norm_qkh);
+ * then the launches its contract refuses: dk 64 and a ws 8 bytes off 16-byte alignment. */
+Test(conv, conv1d_prefill_l2norm_qkh) {
+  run_conv_l2norm(METRALE_K_conv1d_prefill_l2norm_qkh);
+  CF_BEGIN(ctx, kern, METRALE_K_conv1d_prefill_l2norm_qkh);
+  for (uint32_t bad = 0; bad < 2; bad++) {
+    const gpu_arg args[] = {gpu_arg_ptr(4096 + 8 * bad), gpu_arg_ptr(8192),  gpu_arg_ptr(12288), gpu_arg_ptr(16384),
+                            gpu_arg_ptr(20480),          gpu_arg_ptr(24576), gpu_arg_ptr(28672), gpu_arg_u32(1),
+                            gpu_arg_u32(1024),           gpu_arg_u32(4),     gpu_arg_u32(2),     gpu_arg_u32(bad ? 128 : 64)};
+    cf_expect_refused(&ctx, METRALE_K_conv1d_prefill_l2norm_qkh, kern, args, sizeof args / sizeof args[0],
+                   bad ? "a misaligned ws" : "dk 64");
+  }
+  cf_close(&ctx);
 }

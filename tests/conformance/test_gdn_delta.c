@@ -105,6 +105,24 @@ static float v_ramp = 0.0f;
 /* delta_rule_prefill_chunked_wh_seg's segments a sequence and segment 0's weight (its test sets them) */
 static uint32_t seg_n = 3, seg_w0 = 16;
 
+/* A workspace of n floats for delta_rule_prefill_chunked_wh_prep_qkh: the q/k planes (kernels.def
+ * delta_rule_prefill_chunked_wh_prep) from the q and k of qkv [T, c] (dk = 128) in IEEE half, zero past
+ * each sequence in its last chunk, as conv1d_prefill_l2norm_qkh leaves them; the rest all 0xff bytes. */
+static float *wh_planes_of(const float *qkv, size_t c, const int32_t *cu, uint32_t nseq, uint32_t nk, size_t n) {
+  float *ws = cf_alloc(n, sizeof(float));
+  memset(ws, 0xff, n * sizeof(float));
+  uint16_t *half = (uint16_t *)ws;
+  for (uint32_t q = 0; q < nseq; q++) {
+    const size_t len = (size_t)(cu[q + 1] - cu[q]), j0 = mt_wh_first_chunk(cu, q);
+    for (size_t r = 0; r < (len + 63) / 64 * 64; r++)
+      for (uint32_t hh = 0; hh < 2 * nk; hh++)
+        for (uint32_t d = 0; d < 128; d++)
+          half[mt_wh_plane_at(j0 + r / 64, nk, hh % nk, hh / nk, (uint32_t)(r % 64), d)] =
+              r < len ? metrale_f32_to_f16(qkv[((size_t)cu[q] + r) * c + (size_t)hh * 128 + d]) : 0u;
+  }
+  return ws;
+}
+
 /* decode: cu == NULL, one token per slot; prefill: cu [S+1], one slot per sequence, with
  * delta_rule_prefill_chunked (two phases and a workspace) when chunked, its phase-1 blocks
  * taking `chunked` (16 or 32) value columns each. */
@@ -134,8 +152,11 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   cf_pick_slots(&ctx->rng, slots, nseq, n_slots, 1);
   /* _prep_vh: v from vh in IEEE half (the reference takes the halves' values) and qkv's value
    * columns NaN, which the kernel must not read */
-  const int vhalf =
-      id == METRALE_K_delta_rule_prefill_chunked_f16_prep_vh || id == METRALE_K_delta_rule_prefill_chunked_wh_prep;
+  /* _prep_qkh: q and k from the q/k planes at the start of ws (the test writes them from qkv's, as the
+   * conv would: rounded to half, zero past each sequence), all of qkv NaN */
+  const int qkh = id == METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh;
+  const int vhalf = id == METRALE_K_delta_rule_prefill_chunked_f16_prep_vh ||
+                    id == METRALE_K_delta_rule_prefill_chunked_wh_prep || qkh;
   const size_t qk = 2 * (size_t)h->nk * h->dk, nvdv = (size_t)h->nv * h->dv;
   uint16_t *vh = vhalf ? cf_alloc(t * nvdv, 2) : NULL;
   float *qkv_dev = vhalf ? cf_alloc(t * c, sizeof(float)) : qkv;
@@ -143,7 +164,7 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
     for (size_t j = 0; j < c; j++) {
       float *x = &qkv[tok * c + j];
       if (j >= qk) vh[tok * nvdv + j - qk] = metrale_f32_to_f16_sat(*x), *x = metrale_f16_to_f32(vh[tok * nvdv + j - qk]);
-      qkv_dev[tok * c + j] = j >= qk ? NAN : *x;
+      qkv_dev[tok * c + j] = j >= qk || qkh ? NAN : *x;
     }
 
   double *o_ref = cf_alloc(no, sizeof(double)), *state_ref = cf_alloc(ns, sizeof(double));
@@ -169,12 +190,15 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
   int bcu = prefill ? cf_buf_add(&l, "cu_seqlens", CF_I32, CF_IN, nseq + 1, cu, 0) : -1;
   int bsl = cf_buf_add(&l, "slots", CF_I32, CF_IN, nseq, slots, 0);
   int bws = -1;
+  float *ws_init = NULL;
   if (chunked) {
     uint64_t nc = ((uint64_t)t + (CHUNK - 1) * (uint64_t)nseq) / CHUNK;
     if (nc > t) nc = t;
     const int seg = id1 == METRALE_K_delta_rule_prefill_chunked_wh_seg; /* kernels.def: its phases and matrices */
     const size_t seg_floats = seg ? (size_t)nseq * h->nv * (2 * seg_n - 3) * 16384 : 0;
-    bws = cf_buf_add(&l, "ws", CF_F32, CF_SCRATCH, nc * h->nv * CHUNK_REC_FLOATS + seg_floats, NULL, 0);
+    const size_t ws_floats = nc * h->nv * CHUNK_REC_FLOATS + seg_floats;
+    if (qkh) ws_init = wh_planes_of(qkv, c, cu, nseq, h->nk, ws_floats);
+    bws = cf_buf_add(&l, "ws", CF_F32, CF_SCRATCH, ws_floats, ws_init, 0);
     l.nphase = seg ? 4 : 2;
     l.phase_arg = 13;
     l.phase_grid[0] = (gpu_dim3){(uint32_t)nc * h->nv, 1, 1};
@@ -212,6 +236,7 @@ static void run_case_as(cf_ctx *ctx, metrale_kernel_id id, metrale_kernel_id id1
                    tol_state);
   }
   cf_launch_free(&l);
+  free(ws_init);
   if (vhalf) free(qkv_dev);
   free(qkv), free(vh), free(g), free(beta), free(state), free(slots), free(o_ref), free(state_ref);
 }
@@ -377,15 +402,6 @@ static void f16_cases(metrale_kernel_id id0) {
 }
 Test(gdn, delta_rule_prefill_chunked_f16) { f16_cases(METRALE_K_delta_rule_prefill_chunked_f16); }
 
-/* A launch of kernel id with args (grid 2) that its contract refuses: INVALID_ARGUMENT expected */
-static void expect_refused(cf_ctx *ctx, metrale_kernel_id id, gpu_kernel kern, const gpu_arg *args, uint32_t nargs,
-                           const char *what) {
-  metrale_status st = metrale_launch(ctx->dev, id, kern, (gpu_dim3){2, 1, 1}, NULL, args, nargs);
-  CF_EXPECT(ctx, metrale_status_code(st) == METRALE_CODE_INVALID_ARGUMENT, "%s gave %s: %s", what,
-            metrale_code_name(metrale_status_code(st)), metrale_status_message(st));
-  metrale_status_free(st);
-}
-
 /* the same cases with phase 0 by the _prep entry of the fp16 build (the pair the ops launch);
  * and a phase 1 launch of that entry is refused */
 Test(gdn, delta_rule_prefill_chunked_f16_prep) {
@@ -395,7 +411,7 @@ Test(gdn, delta_rule_prefill_chunked_f16_prep) {
                           gpu_arg_ptr(20480), gpu_arg_ptr(24576), gpu_arg_ptr(28672), gpu_arg_ptr(32768),
                           gpu_arg_u32(1),     gpu_arg_u32(1),    gpu_arg_u32(2),     gpu_arg_u32(64),
                           gpu_arg_u32(64),    gpu_arg_u32(1)};
-  expect_refused(&ctx, METRALE_K_delta_rule_prefill_chunked_f16_prep, kern, args, sizeof args / sizeof args[0],
+  cf_expect_refused(&ctx, METRALE_K_delta_rule_prefill_chunked_f16_prep, kern, args, sizeof args / sizeof args[0],
                  "phase 1");
   cf_close(&ctx);
 }
@@ -411,7 +427,7 @@ Test(gdn, delta_rule_prefill_chunked_f16_prep_vh) {
                             gpu_arg_ptr(20480), gpu_arg_ptr(24576), gpu_arg_ptr(28672),   gpu_arg_ptr(32768),
                             gpu_arg_u32(1),     gpu_arg_u32(1),     gpu_arg_u32(2),       gpu_arg_u32(64),
                             gpu_arg_u32(64),    gpu_arg_u32(1 - bad), gpu_arg_ptr(36864 + 8 * bad)};
-    expect_refused(&ctx, METRALE_K_delta_rule_prefill_chunked_f16_prep_vh, kern, args, sizeof args / sizeof args[0],
+    cf_expect_refused(&ctx, METRALE_K_delta_rule_prefill_chunked_f16_prep_vh, kern, args, sizeof args / sizeof args[0],
                    bad ? "a misaligned vh" : "phase 1");
   }
   cf_close(&ctx);
@@ -465,7 +481,7 @@ Test(gdn, delta_rule_prefill_chunked_wh) {
                             gpu_arg_ptr(28672),     gpu_arg_ptr(32768),     gpu_arg_u32(1),
                             gpu_arg_u32(1),         gpu_arg_u32(2),         gpu_arg_u32(bad[i].dk),
                             gpu_arg_u32(128),       gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh)};
-    expect_refused(&c2, bad[i].id, k2, args, sizeof args / sizeof args[0], bad[i].what);
+    cf_expect_refused(&c2, bad[i].id, k2, args, sizeof args / sizeof args[0], bad[i].what);
     cf_close(&c2);
   }
 }
@@ -557,8 +573,60 @@ Test(gdn, delta_rule_prefill_chunked_wh_seg) {
                             gpu_arg_u32(1),        gpu_arg_u32(2),          gpu_arg_u32(bad[i].dk),
                             gpu_arg_u32(128),      gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh),
                             gpu_arg_u32(bad[i].nseg), gpu_arg_u32(bad[i].w0)};
-    expect_refused(&c2, METRALE_K_delta_rule_prefill_chunked_wh_seg, k2, args, sizeof args / sizeof args[0],
+    cf_expect_refused(&c2, METRALE_K_delta_rule_prefill_chunked_wh_seg, k2, args, sizeof args / sizeof args[0],
                    bad[i].what);
     cf_close(&c2);
   }
+}
+
+/* delta_rule_prefill_chunked_wh_prep_qkh: phase 0 on q and k from the q/k planes at the start of ws
+ * (as conv1d_prefill_l2norm_qkh leaves them; all of qkv NaN, which it must not read), then
+ * delta_rule_prefill_chunked_wh's phase 1 on the chunked cases' sequences and heads, and
+ * delta_rule_prefill_chunked_wh_seg's phases on sequences of 16 and 11 chunks in 3 and 5 segments, at
+ * the default and at slow gates; then the launches its contract refuses. */
+Test(gdn, delta_rule_prefill_chunked_wh_prep_qkh) {
+  CF_BEGIN(ctx, kern, METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh);
+  static const heads hs[] = {{1, 1, 128, 128}, {1, 2, 128, 128}, {2, 4, 128, 128}};
+  const seq_set *cases = chunked_seqs;
+  for (size_t hi = 0; hi < sizeof hs / sizeof hs[0]; hi++)
+    for (size_t ci = 0; ci < N_CHUNKED_SEQS; ci++) {
+      int32_t cu[8] = {0};
+      for (uint32_t s = 0; s < cases[ci].n; s++) cu[s + 1] = cu[s] + cases[ci].lens[s];
+      snprintf(ctx.shape, sizeof ctx.shape, "wh_prep_qkh S=%u T=%d nk=%u nv=%u", cases[ci].n, cu[cases[ci].n],
+               hs[hi].nk, hs[hi].nv);
+      run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh, METRALE_K_delta_rule_prefill_chunked_wh,
+                  kern, &hs[hi], cases[ci].n, cu, cases[ci].n + 2, 128);
+    }
+  static const int32_t long_a[] = {1000}, long_b[] = {700, 0, 129, 300};
+  static const seq_set sets[] = {{long_a, 1}, {long_b, 4}};
+  for (uint32_t slow = 0; slow < 2; slow++)
+    for (size_t ci = 0; ci < 2; ci++) {
+      if (slow) gate_lo = 1e-4, gate_hi = 1e-3;
+      seg_n = ci ? 5 : 3, seg_w0 = ci ? 22 : 16;
+      int32_t cu[8] = {0};
+      for (uint32_t q = 0; q < sets[ci].n; q++) cu[q + 1] = cu[q] + sets[ci].lens[q];
+      const heads *hh = &hs[ci ? 2 : 1];
+      snprintf(ctx.shape, sizeof ctx.shape, "wh_prep_qkh, wh_seg nseg=%u w0=%u g in -[%g, %g] S=%u T=%d nk=%u nv=%u",
+               seg_n, seg_w0, gate_lo, gate_hi, sets[ci].n, cu[sets[ci].n], hh->nk, hh->nv);
+      run_case_as(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh,
+                  METRALE_K_delta_rule_prefill_chunked_wh_seg, kern, hh, sets[ci].n, cu, sets[ci].n + 2, 128);
+    }
+  gate_lo = 0.01, gate_hi = 2.0;
+  seg_n = 3;
+  seg_w0 = 16;
+  /* refused: phase 1, dk 64, a vh 8 bytes off 16-byte alignment */
+  static const struct {
+    uint32_t phase, dk;
+    uint64_t vh;
+    const char *what;
+  } bad[] = {{1, 128, 36864, "phase 1"}, {0, 64, 36864, "dk 64"}, {0, 128, 36872, "a misaligned vh"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const gpu_arg args[] = {gpu_arg_ptr(4096),       gpu_arg_ptr(8192),  gpu_arg_ptr(12288),          gpu_arg_ptr(16384),
+                            gpu_arg_ptr(20480),      gpu_arg_ptr(24576), gpu_arg_ptr(28672),          gpu_arg_ptr(32768),
+                            gpu_arg_u32(1),          gpu_arg_u32(1),     gpu_arg_u32(2),              gpu_arg_u32(bad[i].dk),
+                            gpu_arg_u32(128),        gpu_arg_u32(bad[i].phase), gpu_arg_ptr(bad[i].vh)};
+    cf_expect_refused(&ctx, METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh, kern, args, sizeof args / sizeof args[0],
+                      bad[i].what);
+  }
+  cf_close(&ctx);
 }

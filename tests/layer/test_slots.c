@@ -210,7 +210,8 @@ Test(modes, prefill_of_40_token_sequences_takes_the_fp16_core) {
  * sequence of 4 heads and 75 chunks on 24 SMs takes 4, a wave of 20 blocks then one of 12), else
  * the fp16 kernel: here 2400 tokens (enough for the half conv's rule at 24 SMs, ops.c
  * conv_l2norm_shape_fits) as two sequences of 4 heads on a backend claiming 24 SMs (8 blocks,
- * 3 x 8 >= 24), then 4800 as one (4 blocks); the launches say which path the ops took.  Each again with the whole-head kernel or the segments taken out of
+ * 3 x 8 >= 24), then 4800 as one (4 blocks); the launches say which path the ops took (and that
+ * the conv hands q and k to the whole-head core's planes, and only to it).  Each again with the whole-head kernel or the segments taken out of
  * the layer's ops (white box) takes the fp16 kernel: outputs and states within the two
  * fp16-class kernels' difference (on the cpu, which serves the rows with one exact code, the
  * same). */
@@ -244,6 +245,17 @@ Test(modes, prefill_takes_the_whole_head_core_from_a_third_of_the_sms) {
       if (others[k] != want[i])
         cr_expect(metrale_device_launches(dev, others[k]) == 0, "%s launched: %s",
                   metrale_kernel_info_get(others[k])->name, what[i]);
+    /* q and k to the core's planes by the conv (metrale_ops_qk_planes_fits) only where the whole-head
+     * core reads them; the fp16 kernel's phase 0 reads them from qkv */
+    const metrale_kernel_id planes[] = {METRALE_K_conv1d_prefill_l2norm_qkh,
+                                        METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh};
+    for (int k = 0; k < 2; k++) {
+      if (want[i] != f16)
+        lt_expect_launched(dev, planes[k], what[i]);
+      else
+        cr_expect(metrale_device_launches(dev, planes[k]) == 0, "%s launched: %s",
+                  metrale_kernel_info_get(planes[k])->name, what[i]);
+    }
   }
   for (int i = 0; i < 2; i++) {
     lt_expect_close(i ? "segments' output" : "whole-head output", r[i].c.y, r[i + 2].c.y, r[i].T * cfg.hidden_size,
@@ -617,22 +629,23 @@ Test(modes, in_proj_beyond_half_range_keeps_f32_x, .timeout = 600) {
  * of 64 tokens of the 512 channels, enough for 132 SMs.  conv_rounded: each conv state value of
  * the first layer is the second's rounded to half (else equal).  Returns 0 (with a log line)
  * where the backend does not take the first layer's path (taken(), on a layer). */
-/* The layer shape of the fp16-path tests below: C = 512 channels, hidden 256. */
-static void fp16_path_config(metrale_qwen3_config *cfg) {
+/* The layer shape of the fp16-path tests below: C = 512 channels, hidden 256 (heads of dk: 64; 128,
+ * C = 1024, for the whole-head core's paths). */
+static void fp16_path_config(metrale_qwen3_config *cfg, uint32_t dk) {
   lt_small_config(cfg, 0);
   cfg->hidden_size = 256;
-  cfg->nk = 2, cfg->nv = 4, cfg->dk = 64, cfg->dv = 64;
+  cfg->nk = 2, cfg->nv = 4, cfg->dk = dk, cfg->dv = dk;
 }
 
 typedef int (*path_taken)(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S);
-static int half_pair(metrale_kernel_id drop, path_taken taken, const char *what, int conv_rounded, double tol_y,
-                     double tol_state) {
+static int half_pair_dk(metrale_kernel_id drop, path_taken taken, const char *what, int conv_rounded, double tol_y,
+                        double tol_state, uint32_t dk) {
   metrale_device *dev = lt_open_device();
   gpu_backend *be = metrale_device_backend(dev);
   const uint32_t flags = be->caps.flags;
   be->caps.flags |= GPU_CAP_F16_TENSOR;
   metrale_qwen3_config cfg;
-  fp16_path_config(&cfg);
+  fp16_path_config(&cfg, dk);
   const uint32_t lens[] = {9000, 3800}, C = 2 * cfg.nk * cfg.dk + cfg.nv * cfg.dv, T = lens[0] + lens[1];
   float *x = lt_random_x((uint64_t)T * cfg.hidden_size, 47);
   lt_run half, full;
@@ -677,6 +690,10 @@ static int half_pair(metrale_kernel_id drop, path_taken taken, const char *what,
   metrale_device_destroy(dev);
   return ran;
 }
+static int half_pair(metrale_kernel_id drop, path_taken taken, const char *what, int conv_rounded, double tol_y,
+                     double tol_state) {
+  return half_pair_dk(drop, taken, what, conv_rounded, tol_y, tol_state, 64);
+}
 
 /* the layer's own choices (mixer.c), for its scratch and workspace */
 static int mixed_half_taken(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S) {
@@ -686,6 +703,10 @@ static int mixed_half_taken(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32
 }
 static int v_half_taken(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S) {
   return mixed_half_taken(L, T, S) && metrale_ops_v_half_fits(&L->ops, L->s.vh, L->delta_ws, T, S, L->d.dk, L->d.dv);
+}
+static int qk_planes_taken(const metrale_qwen3_ssm_layer *L, uint32_t T, uint32_t S) {
+  return v_half_taken(L, T, S) &&
+         metrale_ops_qk_planes_fits(&L->ops, L->s.o, L->s.vh, L->delta_ws, T, S, L->d.nv, L->d.dk, L->d.dv);
 }
 
 /* A prefill long enough for the conv's pass at 1.5 blocks an SM takes mixed from in_proj to the
@@ -708,6 +729,16 @@ Test(modes, prefill_v_half_equals_f32_v, .timeout = 600) {
   half_pair(METRALE_K_conv1d_prefill_l2norm_xhv, v_half_taken, "v in half to the fp16 core", 0, 1e-2, 2e-3);
 }
 
+/* Where the core is the whole-head kernel (heads of 128), the conv writes q and k in IEEE half
+ * straight into its q/k planes (conv1d_prefill_l2norm_qkh, then
+ * delta_rule_prefill_chunked_wh_prep_qkh; ops metrale_ops_qk_planes_fits), where without the qkh conv
+ * it writes them in f32 to qkv and phase 0 rounds them to half into the same planes: the same halves
+ * from the same f32 values, so the two layers' outputs and states are the same bits. */
+Test(modes, prefill_qk_planes_equal_f32_qk, .timeout = 600) {
+  half_pair_dk(METRALE_K_conv1d_prefill_l2norm_qkh, qk_planes_taken, "q and k in half to the whole-head core's planes",
+               0, 0.0, 0.0, 128);
+}
+
 /* Where the mixer reads its input only as fp16 (the prefill's one in_proj; a decode batch's
  * in_proj on fp16 x), the layer's input norm writes it straight in fp16 (norm.rmsnorm_f16,
  * layer.c).  Its values are rmsnorm_f32's rounded as f32_to_f16 rounds them, so the layer's
@@ -722,7 +753,7 @@ Test(modes, input_norm_f16_equals_norm_then_f16, .timeout = 600) {
   const uint32_t flags = be->caps.flags;
   be->caps.flags |= GPU_CAP_F16_TENSOR;
   metrale_qwen3_config cfg;
-  fp16_path_config(&cfg);
+  fp16_path_config(&cfg, 64);
   static uint32_t lens[4096];
   for (int decode = 0; decode < 2; decode++) {
     uint32_t nseq = 2, T = 12800;

@@ -90,13 +90,15 @@ typedef struct core_ctx {
   const metrale_ops *ops;
   gpu_ptr o, qkv, g, beta, state, cu, slots, ws;
   gpu_ptr vh; /* v in IEEE half where the ops take it (metrale_ops_v_half_fits), as the mixer hands it; else 0 */
+  int planes; /* q and k in IEEE half in ws's planes where the ops take them (metrale_ops_qk_planes_fits), as the
+                 mixer's conv hands them; else from qkv in f32 */
   uint32_t t, s, nk, nv, dk, dv; /* tokens in s sequences */
 } core_ctx;
 
 static metrale_status core_once(void *p) {
   core_ctx *c = p;
   return op_delta_rule_prefill(c->ops, NULL, c->o, c->qkv, c->g, c->beta, c->state, c->cu, c->slots,
-                               c->ws, c->t, c->s, c->nk, c->nv, c->dk, c->dv, c->vh);
+                               c->ws, c->t, c->s, c->nk, c->nv, c->dk, c->dv, c->vh, c->planes);
 }
 
 /* the core bench's gates (--gates), by index into gate_names */
@@ -148,7 +150,9 @@ static metrale_status tile_rows(gpu_backend *be, gpu_ptr dst, uint64_t row_bytes
  * checked that no length is shorter than seqs), each from a state slot of its own: random v, g,
  * beta and states, q and k random then l2-normalised on the device by l2norm_qk, as the mixer
  * leaves them; v also in IEEE half, which the core reads instead where the mixer's conv would
- * hand it so (metrale_ops_v_half_fits). */
+ * hand it so (metrale_ops_v_half_fits), and q and k in IEEE half in the whole-head core's planes
+ * likewise (metrale_ops_qk_planes_fits: the same 2 bytes a value as the peers' bf16 q and k;
+ * METRALE_NO_QK_PLANES=1 times the core from f32 q and k instead). */
 static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config *cfg, const uint32_t *lens,
                                  int n, uint32_t seqs, int warmup, int samples, int json, int gates) {
   gpu_backend *be = metrale_device_backend(dev);
@@ -242,6 +246,13 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
       s = be->vt->copy_h2d(be, c.state, host, sb * seqs * 4, NULL);
       if (!s) s = be->vt->copy_h2d(be, c.cu, lists, sizeof(int32_t) * (2 * (uint64_t)seqs + 1), NULL);
       if (!s) s = be->vt->sync(be);
+    }
+    if (!s && c.vh && metrale_ops_qk_planes_fits(&ops, c.o, c.vh, c.ws, T, seqs, nv, dk, dv)) {
+      /* the planes as the conv would leave them: one call from qkv writes them (phase 0 of
+       * delta_rule_prefill_chunked_wh_prep), and the timed calls' phase 0 reads them */
+      s = core_once(&c);
+      if (!s) s = be->vt->sync(be);
+      c.planes = 1;
     }
     fprintf(stderr, "timing the delta-rule prefill core at %u tokens in %s...\n", T, seq_text);
     double med = 0, mn = 0;

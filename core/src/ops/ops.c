@@ -60,6 +60,8 @@ metrale_status metrale_ops_init(metrale_ops *ops, metrale_device *dev) {
   }
   const char *no_wh = getenv("METRALE_NO_WHOLE_HEAD"); /* the fp16 chunked kernel instead (chunked_wh) */
   if (no_wh && *no_wh && strcmp(no_wh, "0") != 0) ops->k[METRALE_K_delta_rule_prefill_chunked_wh] = 0;
+  const char *no_planes = getenv("METRALE_NO_QK_PLANES"); /* q and k in f32 from the conv (metrale_ops_qk_planes_fits) */
+  if (no_planes && *no_planes && strcmp(no_planes, "0") != 0) ops->k[METRALE_K_conv1d_prefill_l2norm_qkh] = 0;
   const char *nseg = getenv("METRALE_WH_SEGMENTS"); /* force the segments (wh_segments), 0: none */
   char *end = NULL;
   const long n = nseg && *nseg ? strtol(nseg, &end, 10) : -1;
@@ -473,7 +475,13 @@ static int conv_tiled_fits(const metrale_ops *o, uint32_t t) {
   return o->k[METRALE_K_conv1d_prefill_tiled] && CEIL_DIV(t, CONV_TILE) <= 65535;
 }
 
-const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o, int mixed_half, int v_half) {
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *o, int mixed_half, int v_half, int qk_planes) {
+  if (mixed_half && v_half && qk_planes)
+    return "conv.conv1d_prefill_l2norm_qkh (mixed in IEEE half from the one in_proj launch, q and k out in IEEE "
+           "half into the whole-head core's planes, v in IEEE half; 4 channels a thread, the q/k l2norm on the way "
+           "out; where the core takes gdn_chunked.delta_rule_prefill_chunked_wh_prep_qkh, else "
+           "conv.conv1d_prefill_l2norm_xhv; from 1.5 blocks an SM, else mixed in f32 and "
+           "conv.conv1d_prefill_tiled, then the l2norm)";
   if (mixed_half && v_half)
     return "conv.conv1d_prefill_l2norm_xhv (mixed in IEEE half from the one in_proj launch, v out in IEEE half "
            "for the fp16 core's phase 0; 4 channels a thread, the q/k l2norm on the way out; from 1.5 blocks "
@@ -533,10 +541,20 @@ static uint32_t conv_l2norm_rows(const metrale_ops *o, uint32_t t, uint32_t c) {
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                         uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half,
-                                        gpu_ptr vh) {
+                                        gpu_ptr vh, gpu_ptr planes) {
   if (2 * (uint64_t)nk * dk > c)
     return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm: 2*nk*dk = %llu q/k channels > C = %u",
                          (unsigned long long)(2 * (uint64_t)nk * dk), c);
+  if (planes) { /* the caller checked metrale_ops_qk_planes_fits, which implies the shapes below */
+    if (!vh || !x_half || !metrale_ops_mixed_half_fits(o, planes, x, t, c, dk) || dk != 128 ||
+        !has_kernel(o, METRALE_K_conv1d_prefill_l2norm_qkh) || vh % 16 != 0)
+      return METRALE_ERROR(INVALID_ARGUMENT, "conv + l2norm with q and k to the core's planes: "
+                           "conv.conv1d_prefill_l2norm_qkh is missing or does not take %u tokens of %u channels "
+                           "(dk = %u, x %s, vh at %#llx, planes at %#llx)", t, c, dk, x_half ? "half" : "f32",
+                           (unsigned long long)vh, (unsigned long long)planes);
+    LAUNCH(o, st, conv1d_prefill_l2norm_qkh, CEIL_DIV(c, CONV_L2_CHANNELS), conv_l2norm_rows(o, t, c), P(planes),
+           P(vh), P(x), P(w), P(state), P(cu_seqlens), P(slots), U(s), U(c), U(kw), U(nk), U(dk));
+  }
   if (vh) {
     if (!x_half || !metrale_ops_mixed_half_fits(o, y, x, t, c, dk) || !has_kernel(o, METRALE_K_conv1d_prefill_l2norm_xhv) ||
         vh % 16 != 0)
@@ -728,15 +746,21 @@ static uint32_t wh_seg0(const metrale_ops *o, uint32_t s, uint32_t nv, uint32_t 
 
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *o, uint32_t dk, uint32_t dv, int v_half) {
   if (!chunked_fits(o, dk, dv)) return "gdn.delta_rule_prefill (sequential)";
+/* the whole-head kernel's path, its phase 0 as named */
+#define WH_PATH(phase0)                                                                                          \
+  "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 by " phase0 \
+  ") where sequences x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "                    \
+  "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 12 chunks a segment, else "                  \
+  "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); "   \
+  "both fp16 operands in the chunk step, the state f32 and scaled per chunk; when sequences average "               \
+  TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS) "+ tokens, else gdn.delta_rule_prefill"
+  if (v_half && chunked_wh(o, dk, dv, 0, 0, 0) && has_kernel(o, METRALE_K_conv1d_prefill_l2norm_qkh) &&
+      has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh))
+    return WH_PATH("gdn_chunked.delta_rule_prefill_chunked_wh_prep_qkh on v in IEEE half and q and k in IEEE half "
+                   "in the core's planes from the conv");
   if (v_half && chunked_wh(o, dk, dv, 0, 0, 0))
-    return "gdn_chunked.delta_rule_prefill_chunked_wh (chunks of 64 tokens, a whole value head a block; phase 0 "
-           "by gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv) where sequences "
-           "x value heads >= SMs/3, else with each sequence cut into 3 to 8 segments "
-           "(gdn_chunked.delta_rule_prefill_chunked_wh_seg) where they average 12 chunks a segment, else "
-           "gdn_chunked.delta_rule_prefill_chunked_f16 (phase 0 by "
-           "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh); both fp16 operands in the chunk step, the state "
-           "f32 and scaled per chunk; when sequences average " TEXT_OF(CHUNKED_F16_MIN_AVG_TOKENS)
-           "+ tokens, else gdn.delta_rule_prefill";
+    return WH_PATH("gdn_chunked.delta_rule_prefill_chunked_wh_prep on v in IEEE half from the conv");
+#undef WH_PATH
   if (v_half)
     return "gdn_chunked.delta_rule_prefill_chunked_f16 (chunks of 64 tokens; phase 0 by "
            "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh on v in IEEE half from the conv; fp16 operands "
@@ -812,13 +836,16 @@ static metrale_status launch_chunked(const metrale_ops *o, gpu_stream st, uint32
 static metrale_status launch_wh(const metrale_ops *o, gpu_stream st, uint32_t phase, uint64_t grid, gpu_ptr out,
                                 gpu_ptr qkv, gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots,
                                 gpu_ptr ws, uint32_t s, uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh,
-                                uint32_t nseg) {
+                                uint32_t nseg, int qk_planes) {
   if (grid > INT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "chunked delta rule: %llu blocks in one launch", (unsigned long long)grid);
   if (nseg && phase > 0)
     LAUNCH(o, st, delta_rule_prefill_chunked_wh_seg, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
            P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh), U(nseg),
            U(wh_seg0(o, s, nv, nseg)));
+  if (phase == 0 && qk_planes) /* q and k already in ws's planes (conv1d_prefill_l2norm_qkh) */
+    LAUNCH(o, st, delta_rule_prefill_chunked_wh_prep_qkh, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
+           P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
   if (phase == 0)
     LAUNCH(o, st, delta_rule_prefill_chunked_wh_prep, (uint32_t)grid, 1, P(out), P(qkv), P(g), P(beta), P(state),
            P(cu_seqlens), P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
@@ -826,27 +853,46 @@ static metrale_status launch_wh(const metrale_ops *o, gpu_stream st, uint32_t ph
          P(slots), P(ws), U(s), U(nk), U(nv), U(dk), U(dv), U(phase), P(vh));
 }
 
+/* Whether op_delta_rule_prefill takes the whole-head kernel (in segments or not) on v in half. */
+static int wh_taken(const metrale_ops *o, gpu_ptr out, gpu_ptr vh, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nv,
+                    uint32_t dk, uint32_t dv) {
+  return vh && metrale_ops_v_half_fits(o, vh, ws, t, s, dk, dv) &&
+         ((out % 16 == 0 && wh_segments(o, t, s, nv, dk, dv)) || chunked_wh(o, dk, dv, out, s, nv));
+}
+
+int metrale_ops_qk_planes_fits(const metrale_ops *o, gpu_ptr out, gpu_ptr vh, gpu_ptr ws, uint32_t t, uint32_t s,
+                               uint32_t nv, uint32_t dk, uint32_t dv) {
+  return has_kernel(o, METRALE_K_conv1d_prefill_l2norm_qkh) &&
+         has_kernel(o, METRALE_K_delta_rule_prefill_chunked_wh_prep_qkh) && ws % 16 == 0 &&
+         wh_taken(o, out, vh, ws, t, s, nv, dk, dv);
+}
+
 metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
                                      gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
-                                     uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh) {
+                                     uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh, int qk_planes) {
   if (vh && !metrale_ops_v_half_fits(o, vh, ws, t, s, dk, dv))
     return METRALE_ERROR(INVALID_ARGUMENT, "delta rule prefill with v in half: the fp16 chunked kernel and "
                          "gdn_chunked.delta_rule_prefill_chunked_f16_prep_vh do not take %u tokens in %u sequences "
                          "(dk = %u, dv = %u, workspace %s, vh at %#llx)", t, s, dk, dv, ws ? "given" : "none",
                          (unsigned long long)vh);
+  if (qk_planes && !metrale_ops_qk_planes_fits(o, out, vh, ws, t, s, nv, dk, dv))
+    return METRALE_ERROR(INVALID_ARGUMENT, "delta rule prefill with q and k in the workspace's planes: "
+                         "gdn_chunked.delta_rule_prefill_chunked_wh_prep_qkh is missing or the whole-head kernel "
+                         "does not take %u tokens in %u sequences (dk = %u, dv = %u, v %s)", t, s, dk, dv,
+                         vh ? "in half" : "in f32");
   if (ws && chunked_pays(o, t, s, dk, dv)) {
-    const uint32_t nseg = vh && out % 16 == 0 ? wh_segments(o, t, s, nv, dk, dv) : 0;
-    if (vh && (nseg || chunked_wh(o, dk, dv, out, s, nv))) {
+    if (wh_taken(o, out, vh, ws, t, s, nv, dk, dv)) { /* the one decision metrale_ops_qk_planes_fits also takes */
+      const uint32_t nseg = out % 16 == 0 ? wh_segments(o, t, s, nv, dk, dv) : 0;
       METRALE_RETURN_IF_ERROR(launch_wh(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta, state, cu_seqlens,
-                                        slots, ws, s, nk, nv, dk, dv, vh, 0));
+                                        slots, ws, s, nk, nv, dk, dv, vh, 0, qk_planes));
       if (!nseg)
         return launch_wh(o, st, 1, (uint64_t)s * nv, out, qkv, g, beta, state, cu_seqlens, slots, ws, s, nk, nv, dk,
-                         dv, vh, 0);
+                         dv, vh, 0, 0);
       const uint64_t grid[3] = {(uint64_t)s * nv * (2 * nseg - 3), (uint64_t)s * nv * 4, (uint64_t)s * nv * (nseg - 1)};
       for (uint32_t ph = 1; ph <= 3; ph++)
         METRALE_RETURN_IF_ERROR(launch_wh(o, st, ph, grid[ph - 1], out, qkv, g, beta, state, cu_seqlens, slots, ws, s,
-                                          nk, nv, dk, dv, vh, nseg));
+                                          nk, nv, dk, dv, vh, nseg, 0));
       return METRALE_OK;
     }
     METRALE_RETURN_IF_ERROR(launch_chunked(o, st, 0, chunked_chunks(t, s) * nv, out, qkv, g, beta,

@@ -115,8 +115,9 @@ metrale_status op_split(const metrale_ops *o, gpu_stream st, gpu_ptr mixed, gpu_
 /* The conv prefill over s sequences of t tokens in all (t = cu_seqlens[s]):
  * conv.conv1d_prefill_tiled (blocks of 64 tokens) when the backend has it, else the
  * per-sequence conv.conv1d_prefill.  The path string describes op_conv1d_prefill_l2norm's, or
- * with mixed_half its x_half form's, with v_half too its vh form's (the layer's audit). */
-const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops, int mixed_half, int v_half);
+ * with mixed_half its x_half form's, with v_half too its vh form's, with qk_planes too its planes form's
+ * (the layer's audit). */
+const char *metrale_ops_conv1d_prefill_path(const metrale_ops *ops, int mixed_half, int v_half, int qk_planes);
 metrale_status op_conv1d_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                  gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                  uint32_t s, uint32_t c, uint32_t kw);
@@ -133,11 +134,14 @@ int metrale_ops_v_half_fits(const metrale_ops *ops, gpu_ptr vh, gpu_ptr ws, uint
  * taken by conv.conv1d_prefill_l2norm_xh, which only runs where metrale_ops_mixed_half_fits
  * (else INVALID_ARGUMENT: there is no other conv on half input).  vh != 0 (with x_half): the
  * value channels to vh IEEE half [t, c - 2*nk*dk] instead of y, by conv1d_prefill_l2norm_xhv
- * (where metrale_ops_v_half_fits, for op_delta_rule_prefill's vh). */
+ * (where metrale_ops_v_half_fits, for op_delta_rule_prefill's vh).  planes != 0 (with vh): q and k in
+ * IEEE half into the whole-head core's q/k planes at planes (its workspace) instead of y, which is not
+ * written, by conv1d_prefill_l2norm_qkh (where metrale_ops_qk_planes_fits, for op_delta_rule_prefill's
+ * qk_planes). */
 metrale_status op_conv1d_prefill_l2norm(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                         gpu_ptr state, gpu_ptr cu_seqlens, gpu_ptr slots, uint32_t t,
                                         uint32_t s, uint32_t c, uint32_t kw, uint32_t nk, uint32_t dk, int x_half,
-                                        gpu_ptr vh);
+                                        gpu_ptr vh, gpu_ptr planes);
 metrale_status op_conv1d_update(const metrale_ops *o, gpu_stream st, gpu_ptr y, gpu_ptr x, gpu_ptr w,
                                 gpu_ptr state, gpu_ptr slots, uint32_t bsz, uint32_t c, uint32_t kw);
 metrale_status op_l2norm_qk(const metrale_ops *o, gpu_stream st, gpu_ptr x, uint32_t t, uint32_t nk,
@@ -167,13 +171,22 @@ uint64_t metrale_ops_delta_rule_ws_bytes(const metrale_ops *ops, uint32_t t, uin
                                          uint32_t nv, uint32_t dk, uint32_t dv);
 /* The path string; v_half: op_delta_rule_prefill's with vh (metrale_ops_v_half_fits). */
 const char *metrale_ops_delta_rule_prefill_path(const metrale_ops *ops, uint32_t dk, uint32_t dv, int v_half);
+/* Whether the prefill hands q and k from the conv to the whole-head core in IEEE half, in the q/k
+ * planes at the start of its workspace ws (kernels.def delta_rule_prefill_chunked_wh_prep): the backend
+ * has conv1d_prefill_l2norm_qkh and delta_rule_prefill_chunked_wh_prep_qkh, and op_delta_rule_prefill
+ * takes the whole-head kernel (in segments or not) for these sequences with v in half at vh and o at
+ * out.  METRALE_NO_QK_PLANES=1 takes it out (metrale_ops_init). */
+int metrale_ops_qk_planes_fits(const metrale_ops *ops, gpu_ptr out, gpu_ptr vh, gpu_ptr ws, uint32_t t, uint32_t s,
+                               uint32_t nv, uint32_t dk, uint32_t dv);
 /* vh != 0: v from vh IEEE half [t, nv*dv] (conv1d_prefill_l2norm_xhv's), not from qkv, by
  * delta_rule_prefill_chunked_f16_prep_vh's phase 0 (INVALID_ARGUMENT unless
- * metrale_ops_v_half_fits). */
+ * metrale_ops_v_half_fits).  qk_planes: q and k are already in ws's q/k planes (conv1d_prefill_l2norm_qkh
+ * wrote them; qkv is not read), phase 0 by delta_rule_prefill_chunked_wh_prep_qkh (INVALID_ARGUMENT
+ * unless metrale_ops_qk_planes_fits). */
 metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_ptr out, gpu_ptr qkv,
                                      gpu_ptr g, gpu_ptr beta, gpu_ptr state, gpu_ptr cu_seqlens,
                                      gpu_ptr slots, gpu_ptr ws, uint32_t t, uint32_t s, uint32_t nk,
-                                     uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh);
+                                     uint32_t nv, uint32_t dk, uint32_t dv, gpu_ptr vh, int qk_planes);
 /* The decode mixer between the projections in one launch (kernels.def gdn_decode_fused35):
  * y bf16 [B, nv*dv] from p f32 [B, P] in the order [q | k | v | z | b | a], updating both
  * states of each slot.  NOT_FOUND when the backend lacks it: the caller then runs the

@@ -141,6 +141,10 @@ static int audit_mixed_half(const metrale_ops *o, const qwen3_ssm_dims *d, int h
 static int audit_v_half(const metrale_ops *o, const qwen3_ssm_dims *d, int have16) {
   return audit_mixed_half(o, d, have16) && metrale_ops_v_half_fits(o, 0, 256, 4096, 1, d->dk, d->dv);
 }
+/* And q and k to the whole-head core's planes in IEEE half too (stand-in aligned addresses). */
+static int audit_qk_planes(const metrale_ops *o, const qwen3_ssm_dims *d, int have16) {
+  return audit_v_half(o, d, have16) && metrale_ops_qk_planes_fits(o, 256, 256, 256, 4096, 1, d->nv, d->dk, d->dv);
+}
 
 /* in_proj at decode 1, 8, 64 and 256 (all P rows: fp16 x where the layer has in_proj16 and
  * an fp16 GEMM takes the batch, mixer.c) and at a 4096-token prefill: all of it in one
@@ -311,7 +315,8 @@ void metrale_qwen3_ssm_layer_describe(const metrale_qwen3_ssm_layer *L, FILE *ou
   fprintf(out, "  input split, decode:           gdn.split_qkvzba35 (without the fused kernel)\n");
   fprintf(out, "  conv, decode / prefill:        conv.conv1d_update / %s\n",
           metrale_ops_conv1d_prefill_path(o, audit_mixed_half(o, d, L->w.in_proj16 != 0),
-                                          audit_v_half(o, d, L->w.in_proj16 != 0)));
+                                          audit_v_half(o, d, L->w.in_proj16 != 0),
+                                          audit_qk_planes(o, d, L->w.in_proj16 != 0)));
   fprintf(out, "  delta rule, decode / prefill:  gdn.delta_rule_decode / %s\n",
           metrale_ops_delta_rule_prefill_path(o, d->dk, d->dv, audit_v_half(o, d, L->w.in_proj16 != 0)));
   fprintf(out, "  q/k l2norm / gated norm:       gdn.%s%s / norm.%s\n",

@@ -12,7 +12,9 @@
  *                       docs/numerics.md)
  *   qkv   [T, C]      = silu(causal_conv(mixed, conv state))       state updated (prefill:
  *                       v into vh [T, nv*dv] in IEEE half instead, for the fp16 core's
- *                       phase 0, where mixed is half: op_delta_rule_prefill)
+ *                       phase 0, where mixed is half: op_delta_rule_prefill; and q, k
+ *                       in IEEE half into the whole-head core's planes where it takes
+ *                       them: metrale_ops_qk_planes_fits)
  *   q, k              = l2norm per head (q also * dk^-1/2)         in place in qkv (prefill:
  *                       in the conv's pass where the backend can)
  *   g, beta [T, nv]   = -exp(A_log) * softplus(a + dt_bias), sigmoid(b)   (prefill: b and a
@@ -125,11 +127,14 @@ metrale_status qwen3_ssm_mixer(metrale_qwen3_ssm_layer *L, metrale_state_pool *p
     /* v in IEEE half from the conv to the fp16 core's phase 0 where mixed is half and the core
      * takes that kernel (metrale_ops_v_half_fits) */
     const gpu_ptr vh = mixed_half && metrale_ops_v_half_fits(o, s->vh, L->delta_ws, T, S, d->dk, d->dv) ? s->vh : 0;
+    /* and q and k in IEEE half straight into the whole-head core's planes where it takes them */
+    const int planes = vh && metrale_ops_qk_planes_fits(o, s->o, vh, L->delta_ws, T, S, d->nv, d->dk, d->dv);
     METRALE_RETURN_IF_ERROR(op_conv1d_prefill_l2norm(o, st, s->qkv, s->mixed, w->conv, conv_state, s->cu, s->slots,
-                                                     T, S, d->C, d->K, d->nk, d->dk, mixed_half, vh));
+                                                     T, S, d->C, d->K, d->nk, d->dk, mixed_half, vh,
+                                                     planes ? L->delta_ws : 0));
     METRALE_RETURN_IF_ERROR(op_delta_rule_prefill(o, st, s->o, s->qkv, s->g, s->beta, rec_state, s->cu,
                                                   s->slots, L->delta_ws, T, S, d->nk, d->nv, d->dk,
-                                                  d->dv, vh));
+                                                  d->dv, vh, planes));
   }
   METRALE_RETURN_IF_ERROR(op_gated_rmsnorm(o, st, s->on, s->o, s->z, w->gnorm, T * d->nv, d->dv, d->eps));
   return op_gemm(o, st, out, s->on, w->out_proj, T, d->H, nvdv);
