@@ -260,26 +260,58 @@ template <bool VH> struct out4 {
 };
 
 #if !defined(__HIPCC__) /* conv1d_prefill_l2norm_qkh is not built for HIP: it pairs with sm_90a kernels */
-/* Where conv1d_prefill_l2norm_qkh's q and k lanes put their 4 channels a token: 4 halves (8 bytes,
- * rounded to nearest even) into the q/k planes (kernel_bounds.h, METRALE_WH_PLANE_AT).  base is the
- * lane's d in its head's plane of the sequence's first chunk, whose first token is t0; token t is
- * row (t - t0) % 64 of chunk (t - t0) / 64, whose planes are cstride bytes after the chunk's before.
+/* Where conv1d_prefill_l2norm_qkh's q and k lanes put their 4 channels a token: 4 halves (rounded
+ * to nearest even) at their place in the q/k planes (kernel_bounds.h, METRALE_WH_PLANE_AT).  Token t
+ * is row (t - t0) % 64 of chunk (t - t0) / 64 of its sequence (first token t0), whose planes are
+ * cstride bytes after the chunk's before.  A token's 128 channels are 16 pieces of 16 bytes, 128
+ * bytes apart: stored as they come, a warp's store touches 16 lines (the f32 form's touched 4), and
+ * part 28 of docs/perf-prefill.md measured that form 48 us slower than _xhv at 16384 tokens.  So a
+ * group of 8 rows (2 KiB of a plane, contiguous) whose rows are all this span's goes through the
+ * warp's 2 KiB of shared memory and out as four 512-byte stores once its 8th row is in; the rows of
+ * a group the span shares with a neighbour are stored one by one.  In shared memory row r of lane
+ * pair p sits at p 128 + (r ^ (p % 8)) 16, so that neither a row's 8-byte writes nor the 16-byte
+ * reads of the flush meet twice in a bank.  Every lane of a q/k warp is live and walks the same
+ * tokens, so the group test and the flush's __syncwarp are uniform over the warp.
  * (Its value lanes are out4<true>'s.) */
 struct out_planes {
-  static constexpr bool kByRow = false; /* a plane's rows are not ld apart: row(t) for each token */
+  static constexpr bool kByRow = false; /* put_tok(t, v) for each token */
   static constexpr size_t ld = 0;
-  char *base;
-  size_t cstride; /* nk * METRALE_WH_QK_BYTES */
-  long t0;
-  __device__ __forceinline__ char *row(long t) const {
-    const size_t r = (size_t)(t - t0);
-    return base + (r >> 6) * cstride + ((r >> 3) & 7u) * (16u * 128u) + (r & 7u) * 16u;
+  char *plane;       /* the sequence's first chunk's plane of this lane's head */
+  unsigned cstride;  /* nk * METRALE_WH_QK_BYTES */
+  unsigned dofs;     /* METRALE_WH_PLANE_AT(0, d) of the lane's first channel */
+  int t0;            /* the sequence's first token */
+  unsigned rga, rge; /* its rows [rga, rge): whole groups of 8 in this span, staged */
+  __device__ __forceinline__ char *row(long t) const { /* the lane's 8 bytes of token t */
+    const unsigned r = (unsigned)(t - t0);
+    return plane + (size_t)(r >> 6) * cstride + ((r >> 3) & 7u) * (16u * 128u) + (r & 7u) * 16u + dofs;
   }
-  __device__ __forceinline__ void put(char *p, const float4 &v) const {
+  __device__ __forceinline__ static uint2 halves(const float4 &v) {
     uint32_t lo, hi;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(v.y), "f"(v.x));
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(v.w), "f"(v.z));
-    *reinterpret_cast<uint2 *>(p) = make_uint2(lo, hi);
+    return make_uint2(lo, hi);
+  }
+  __device__ __forceinline__ void put_tok(long t, const float4 &v) const {
+    const unsigned r = (unsigned)(t - t0);
+    if (r < rga || r >= rge) {
+      *reinterpret_cast<uint2 *>(row(t)) = halves(v);
+      return;
+    }
+    __shared__ __align__(16) unsigned char stage_all[kL2ConvBlock / 32u][2048]; /* a warp's group of 8 rows */
+    unsigned char *stage = stage_all[threadIdx.x / 32u];
+    const unsigned lane = threadIdx.x % 32u, p = lane >> 1, rr = r & 7u;
+    *reinterpret_cast<uint2 *>(stage + p * 128u + ((rr ^ (p & 7u)) << 4) + (lane & 1u) * 8u) = halves(v);
+    if (rr != 7u) return;
+    __syncwarp();
+    const unsigned g = r >> 3; /* the group: rows 8g .. 8g + 7 of the sequence */
+    char *dst = plane + (size_t)(g >> 3) * cstride + (g & 7u) * (16u * 128u) + lane * 16u;
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++) { /* 512 contiguous bytes: lane's piece = (d/8 = 4i + lane/8, row lane % 8) */
+      const unsigned q = 4u * i + (lane >> 3), rq = lane & 7u;
+      *reinterpret_cast<uint4 *>(dst + i * 512u) =
+          *reinterpret_cast<const uint4 *>(stage + q * 128u + ((rq ^ (q & 7u)) << 4));
+    }
+    __syncwarp(); /* the stage is read before the next group's rows go in */
   }
 };
 #endif
@@ -314,9 +346,13 @@ __device__ void conv_span4(const Out &out, const X *__restrict__ x, const bf16 *
       st[i] = v.x, st[hist + i] = v.y, st[2 * hist + i] = v.z, st[3 * hist + i] = v.w;
     }
   };
-  auto emit = [&](char *yo, float4 acc) {
+  auto emit = [&](char *yo, long t, float4 acc) { /* yo: where Out::kByRow, else t */
     const float4 v = norm(make_float4(silu_fast(acc.x), silu_fast(acc.y), silu_fast(acc.z), silu_fast(acc.w)));
-    if (live) out.put(yo, v);
+    if (!live) return;
+    if constexpr (Out::kByRow)
+      out.put(yo, v);
+    else
+      out.put_tok(t, v);
   };
   if (kw != 4) { /* the general width: the window read back from memory a token */
     for (long t = a; t < e; t++) {
@@ -328,7 +364,7 @@ __device__ void conv_span4(const Out &out, const X *__restrict__ x, const bf16 *
         acc.z += wt(2, j) * v.z;
         acc.w += wt(3, j) * v.w;
       }
-      emit(out.row(t), acc);
+      emit(Out::kByRow ? out.row(t) : nullptr, t, acc);
     }
     write_state();
     return;
@@ -341,13 +377,13 @@ __device__ void conv_span4(const Out &out, const X *__restrict__ x, const bf16 *
    * below then holds no registers for the state's pointer and span */
   write_state();
   /* one token: its output from the window h0 h1 h2 xt, the window moved on by one */
-  auto step = [&](const float4 &xt, char *yo) {
+  auto step = [&](const float4 &xt, char *yo, long t) {
     float4 acc = f4(0.0f); /* the reference's order: j = 0..K-1, per channel */
     acc.x += wj[0].x * h0.x; acc.y += wj[0].y * h0.y; acc.z += wj[0].z * h0.z; acc.w += wj[0].w * h0.w;
     acc.x += wj[1].x * h1.x; acc.y += wj[1].y * h1.y; acc.z += wj[1].z * h1.z; acc.w += wj[1].w * h1.w;
     acc.x += wj[2].x * h2.x; acc.y += wj[2].y * h2.y; acc.z += wj[2].z * h2.z; acc.w += wj[2].w * h2.w;
     acc.x += wj[3].x * xt.x; acc.y += wj[3].y * xt.y; acc.z += wj[3].z * xt.z; acc.w += wj[3].w * xt.w;
-    emit(yo, acc);
+    emit(yo, t, acc);
     h0 = h1;
     h1 = h2;
     h2 = xt;
@@ -359,7 +395,7 @@ __device__ void conv_span4(const Out &out, const X *__restrict__ x, const bf16 *
    * checked each token were half its instructions (docs/perf-prefill.md, part 16).  Two
    * buffers of 4 (one computed, one loading) spilled at three blocks an SM. */
   const X *xp = x + (size_t)a * cs + ch;     /* the next load's row; read only where live */
-  char *yp = out.row(a);                     /* the next output's row (Out::kByRow) */
+  char *yp = Out::kByRow ? out.row(a) : nullptr; /* the next output's row (Out::kByRow) */
   long tn = a;                               /* the next output's token (else) */
   int n = (int)(e - a);                      /* tokens left */
   using R = decltype(ld_raw(xp));
@@ -371,12 +407,12 @@ __device__ void conv_span4(const Out &out, const X *__restrict__ x, const bf16 *
     for (int i = 0; i < (int)kRing; i++, xp += cs, yp += out.ld, tn++) {
       const float4 xt = widen(xs[i]);
       xs[i] = live && i + (int)kRing < n ? ld_raw(xp) : raw_zero<R>();
-      step(xt, Out::kByRow ? yp : out.row(tn));
+      step(xt, yp, tn);
     }
   }
 #pragma unroll
   for (int i = 0; i + 1 < (int)kRing; i++, yp += out.ld, tn++)
-    if (i < n) step(widen(xs[i]), Out::kByRow ? yp : out.row(tn));
+    if (i < n) step(widen(xs[i]), yp, tn);
 }
 
 }  // namespace
@@ -385,12 +421,22 @@ namespace {
 /* tile_spans over this block's tokens in the l2norm forms, [by T / G, (by + 1) T / G) of the G =
  * gridDim.y blocks along y (T = cu_seqlens[s]), f also given each sequence's conv state at this
  * thread's channels (null for a padding slot or channels past C). */
-template <typename F>
+template <unsigned kAlign = 1u, typename F>
 __device__ __forceinline__ void block_spans(const int *__restrict__ cu_seqlens, const int *__restrict__ slots,
                                             float *__restrict__ state, unsigned s, unsigned c, unsigned ch,
                                             unsigned kw, bool live, F f) {
   const uint64_t T = cu_seqlens[s] > 0 ? (uint64_t)cu_seqlens[s] : 0u, G = gridDim.y;
-  const long a = (long)(blockIdx.y * T / G), e = (long)((blockIdx.y + 1u) * T / G), hist = (long)kw - 1;
+  /* with kAlign > 1 (a power of two) each block's first and end token a multiple of it (the last
+   * block's end T), so that a sequence starting at a multiple of it is cut between the planes'
+   * groups of rows */
+  static_assert((kAlign & (kAlign - 1u)) == 0u, "a power of two");
+  auto cut = [&](uint64_t b) {
+    if constexpr (kAlign == 1u)
+      return (long)(b * T / G);
+    else
+      return b >= G ? (long)T : (long)((b * T / G) & ~(uint64_t)(kAlign - 1u));
+  };
+  const long a = cut(blockIdx.y), e = cut(blockIdx.y + 1u), hist = (long)kw - 1;
   tile_spans(cu_seqlens, s, a, e, hist, [&](unsigned seq, long t0, long t1, long first, long last, bool own) {
     const int slot = slots[seq];
     f(seq, t0, t1, first, last, own, slot < 0 || !live ? nullptr : state + ((size_t)slot * c + ch) * hist);
@@ -456,10 +502,10 @@ __device__ __forceinline__ void conv_l2norm_planes_body(unsigned char *__restric
   vout.base = reinterpret_cast<char *>(vh + (ch - qk_end)), vout.ld = (c - qk_end) * sizeof(uint16_t);
   const unsigned hh = ch / 128u, d = ch % 128u; /* q/k lanes: head hh (q heads, then k heads), dimension d */
   out_planes qout;
-  qout.cstride = (size_t)nk * METRALE_WH_QK_BYTES;
-  const size_t in_plane = (size_t)(hh % nk) * METRALE_WH_QK_BYTES + (hh / nk) * METRALE_WH_PLANE_BYTES +
-                          METRALE_WH_PLANE_AT(0u, d);
-  block_spans(cu_seqlens, slots, state, s, c, ch, kw, live,
+  qout.cstride = nk * METRALE_WH_QK_BYTES;
+  qout.dofs = METRALE_WH_PLANE_AT(0u, d);
+  const size_t in_plane = (size_t)(hh % nk) * METRALE_WH_QK_BYTES + (hh / nk) * METRALE_WH_PLANE_BYTES;
+  block_spans<8u>(cu_seqlens, slots, state, s, c, ch, kw, live,
               [&](unsigned seq, long t0, long t1, long first, long last, bool own, float *st) {
                 if (!qk) { /* a warp of value lanes: no l2norm */
                   conv_span4(vout, x, w, st, t0, t1, first, last, own, c, ch, kw, live,
@@ -470,8 +516,10 @@ __device__ __forceinline__ void conv_l2norm_planes_body(unsigned char *__restric
                 const size_t j1 = ((size_t)t0 + 63u * (size_t)seq) / 64u;
                 const size_t j0 = (size_t)t0 < j1 ? (size_t)t0 : j1;
                 out_planes o = qout;
-                o.base = reinterpret_cast<char *>(ws) + j0 * o.cstride + in_plane;
-                o.t0 = t0;
+                o.plane = reinterpret_cast<char *>(ws) + j0 * o.cstride + in_plane;
+                o.t0 = (int)t0;
+                o.rga = (unsigned)((first - t0 + 7) & ~7L);
+                o.rge = (unsigned)((last - t0) & ~7L);
                 conv_span4(o, x, w, st, t0, t1, first, last, own, c, ch, kw, live, norm);
                 if (last == t1) /* the last chunk's rows past the sequence: zero */
                   for (long t = t1; (t - t0) % 64 != 0; t++)
