@@ -1353,7 +1353,11 @@ static_assert(mk_block("delta_rule_prefill_chunked_wh_prep_qkh") == kBlock &&
                   mk_shared("delta_rule_prefill_chunked_wh_prep_qkh") == mk_shared("delta_rule_prefill_chunked_wh_prep") &&
                   wh::kPlaneQK <= kCh * kLdS * 4,
               "kernels.def: as delta_rule_prefill_chunked_wh_prep, k's plane staged where K was");
-extern "C" __global__ void __launch_bounds__(kBlock, 3)
+/* Six blocks an SM (80 registers, no spills; its 36 KiB of shared memory allow six): with q and k
+ * no longer read in f32 its bytes do not bound it, and a fifth more solves in flight took it from
+ * 121.9 to 116.9 us at 16384 tokens on the H100 (docs/perf-prefill.md part 28).  The f32 form
+ * stays at three: six gave it nothing (part 26). */
+extern "C" __global__ void __launch_bounds__(kBlock, 6)
 delta_rule_prefill_chunked_wh_prep_qkh(bf16 *o, const float *qkv, const float *g, const float *beta, float *state,
                                        const int *cu_seqlens, const int *slots, float *ws, unsigned s, unsigned nk,
                                        unsigned nv, unsigned dk, unsigned dv, unsigned phase, const uint16_t *vh) {
