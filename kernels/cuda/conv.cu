@@ -265,7 +265,8 @@ template <bool VH> struct out4 {
  * is row (t - t0) % 64 of chunk (t - t0) / 64 of its sequence (first token t0), whose planes are
  * cstride bytes after the chunk's before.  A token's 128 channels are 16 pieces of 16 bytes, 128
  * bytes apart: stored as they come, a warp's store touches 16 lines (the f32 form's touched 4), and
- * part 28 of docs/perf-prefill.md measured that form 48 us slower than _xhv at 16384 tokens.  So a
+ * that form took 304-309 us at 16384 tokens on the H100 where _xhv took 262 (docs/perf-prefill.md
+ * parts 27 and 28); staged as below, 237.  So a
  * group of 8 rows (2 KiB of a plane, contiguous) whose rows are all this span's goes through the
  * warp's 2 KiB of shared memory and out as four 512-byte stores once its 8th row is in; the rows of
  * a group the span shares with a neighbour are stored one by one.  In shared memory row r of lane
