@@ -2,6 +2,9 @@
 # repository root on the device machine, after it sets CALL (the call's name, e.g. c3):
 #   run V CMD...        CMD with build V's libraries and backends (.carry/var/V) first
 #   B V ARGS...         `metrale bench --backend cuda ARGS` of build V (200 s at most)
+#   suites V [CF] [LF]  build V's cuda conformance suite and layer suite (filtered by the Criterion
+#                       patterns CF and LF where given) into conf_cuda_V.txt and layer_cuda_V.txt,
+#                       each one's last line into the log
 #   el WHAT             a line "[seconds since the start] WHAT" in the call's log
 #   tl S                S, or what is left of BUDGET s (560 unless set) if less: a step's timeout,
 #                       so that finish always runs inside one `run`'s 10 minutes
@@ -49,6 +52,15 @@ if [ $libs_ok != 1 ]; then
   exit 1
 fi
 B() { run "$1" timeout 200 ".carry/var/$1/metrale" bench --backend cuda "${@:2}"; }
+suites() {
+  local v=$1 cf=${2:-} lf=${3:-} t=(env METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1)
+  run "$v" "${t[@]}" timeout "$(tl 100)" ".carry/var/$v/metrale_conformance" --jobs 8 ${cf:+--filter "$cf"} \
+    > "$O/conf_cuda_$v.txt" 2>&1
+  el "$v cuda conformance${cf:+ ($cf)} rc=$? $(tail -1 "$O/conf_cuda_$v.txt")"
+  run "$v" "${t[@]}" timeout "$(tl 60)" ".carry/var/$v/metrale_layer_tests" --jobs 8 ${lf:+--filter "$lf"} \
+    > "$O/layer_cuda_$v.txt" 2>&1
+  el "$v cuda layer suite${lf:+ ($lf)} rc=$? $(tail -1 "$O/layer_cuda_$v.txt")"
+}
 finish() {
   python3 scripts/bench-summary.py "$O"/*.json > "$O/summary.txt"
   cat "$O/summary.txt" >> "$O/log.txt"

@@ -13,12 +13,7 @@ BUDGET=${BUDGET:-280}
 . scripts/device-call.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
 if [ "${TABLE:-1}" = 1 ]; then
-export METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1
-run p6 timeout $(tl 100) .carry/var/p6/metrale_conformance --jobs 8 > $O/conf_cuda.txt 2>&1
-el "p6 cuda conformance rc=$? $(tail -1 $O/conf_cuda.txt)"
-run p6 timeout $(tl 60) .carry/var/p6/metrale_layer_tests --jobs 8 > $O/layer_cuda.txt 2>&1
-el "p6 cuda layer suite rc=$? $(tail -1 $O/layer_cuda.txt)"
-unset METRALE_TEST_BACKEND
+suites p6
 run p6 timeout $(tl 30) .carry/var/p6/metrale audit --backend cuda > $O/audit_p6.txt 2>&1
 for r in 1 2; do
   B p6 --samples 15 --json > $O/p6_mixer_$r.json 2>>$O/stderr.txt
