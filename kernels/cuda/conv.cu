@@ -265,11 +265,11 @@ template <bool VH> struct out4 {
  * is row (t - t0) % 64 of chunk (t - t0) / 64 of its sequence (first token t0), whose planes are
  * cstride bytes after the chunk's before.  A token's 128 channels are 16 pieces of 16 bytes, 128
  * bytes apart: stored as they come, a warp's store touches 16 lines (the f32 form's touched 4), and
- * that form took 304-309 us at 16384 tokens on the H100 where _xhv took 262 (docs/perf-prefill.md
- * parts 27 and 28); staged as below, 237.  So a
- * group of 8 rows (2 KiB of a plane, contiguous) whose rows are all this span's goes through the
- * warp's 2 KiB of shared memory and out as four 512-byte stores once its 8th row is in; the rows of
- * a group the span shares with a neighbour are stored one by one.  In shared memory row r of lane
+ * that form took 304-309 us at 16384 tokens on the H100 where _xhv took 262; staged as below, 237
+ * (docs/perf-prefill.md parts 27 and 28).  So a group of 8 rows (2 KiB of a plane, contiguous) whose
+ * rows are all this span's goes through the warp's 2 KiB of shared memory and out as four 512-byte
+ * stores once its 8th row is in; the rows of a group the span shares with a neighbour are stored
+ * one by one.  In shared memory row r of lane
  * pair p sits at p 128 + (r ^ (p % 8)) 16, so that neither a row's 8-byte writes nor the 16-byte
  * reads of the flush meet twice in a bank.  Every lane of a q/k warp is live and walks the same
  * tokens, so the group test and the flush's __syncwarp are uniform over the warp.
