@@ -693,6 +693,14 @@ __device__ __forceinline__ float wh_bound_sum(const float *bnd, size_t j0, const
   return b;
 }
 
+/* Whether a segment of chunks [cb, ce) forgets its start: it is not empty and its bounds sum to
+ * -kForget or below.  Phase 1 then leaves its M_j zero, and phase 2 skips the chain where every
+ * M_j is: one test, so that the two agree. */
+__device__ __forceinline__ bool wh_m_zero(const float *bnd, size_t j0, const shape &p, unsigned h, unsigned cb,
+                                          unsigned ce) {
+  return cb < ce && wh_bound_sum(bnd, j0, p, h, cb, ce) <= -wh::kForget;
+}
+
 /* Of a sequence's n chunks in nseg segments, segment 0 w0/16 as long as each other: segment j's
  * first chunk (kernels.def) */
 __device__ __forceinline__ unsigned wh_first(unsigned n, unsigned nseg, unsigned w0, unsigned j) {
@@ -868,7 +876,7 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     unsigned cb = first(j);
     const unsigned ce = first(j + 1);
     if (k > 0 && cb < ce) { /* M_j zero where the segment forgets its start; F_j from the chunk where it does */
-      if (m && wh_bound_sum(bnd, j0, p, h, cb, ce) <= -kForget) {
+      if (m && wh_m_zero(bnd, j0, p, h, cb, ce)) {
         wh_fill(dst, nullptr, false);
         return;
       }
@@ -887,12 +895,9 @@ __device__ __forceinline__ void wh_seg(unsigned char *smem, bf16 *o, float *stat
     else
       wh_scan<false>(smem, o, cu, wsb, vh, p, run);
   } else if (phase == 2) {
-    /* where phase 1 left every M_j zero (the same sums as there), X_(j+1) = F_j is already in F_j's slot */
+    /* where phase 1 left every M_j zero (wh_m_zero), X_(j+1) = F_j is already in F_j's slot */
     bool zero = true;
-    for (unsigned j = 1; j + 1 < nseg && zero; j++) {
-      const unsigned cb = first(j), ce = first(j + 1);
-      zero = cb < ce && wh_bound_sum(bnd, j0, p, h, cb, ce) <= -kForget;
-    }
+    for (unsigned j = 1; j + 1 < nseg && zero; j++) zero = wh_m_zero(bnd, j0, p, h, first(j), first(j + 1));
     if (!zero) wh_chain(reinterpret_cast<float *>(smem), X, nseg, k);
   } else { /* segment j = k + 1 from X_j (slot 0 for j = 1, else 2j - 3), the last one into the slot */
     const unsigned j = k + 1;
