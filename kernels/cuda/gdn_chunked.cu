@@ -52,6 +52,13 @@
 #include "sm80.cuh"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "sm90a.cuh"
+#include "tma_templates.h"
+extern "C" {
+/* The tensor-map templates the CUDA backend writes when it loads this module (tma_templates.h),
+ * and v's map an SM of delta_rule_prefill_chunked_wh and _wh_seg (gdn_chunked_wh.cuh). */
+__device__ __align__(128) unsigned char metrale_tma_templates[METRALE_TMA_COUNT][METRALE_TMA_BYTES];
+__device__ __align__(128) unsigned char metrale_gdn_wh_maps[1024][METRALE_TMA_BYTES];
+}
 #endif
 
 namespace {

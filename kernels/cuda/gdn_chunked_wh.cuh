@@ -20,11 +20,11 @@
  *   warpgroup 1 (the values): P = K S, R = V - e^G P into a plane, D = Tb R, D and
  *     Dn = e^(G_L - G) D into planes;
  *   warpgroup 2 (the outputs): M from Q K^T into a plane, O = e^G (Q S) + M D, O staged in
- *     shared memory by rows and stored in 16-byte words; its warps also bring each chunk's
- *     inputs into one of two stages (q, k, Tb and G by two bulk copies, v's rows a copy each,
- *     16 rows a warp) once S of the chunk before is out (every warpgroup is then done with
- *     the chunk two before; a loader warp of its own would cap the block's registers at 96:
- *     544 threads; the chain's warpgroups spilled).
+ *     shared memory by rows and stored in 16-byte words; its first thread also brings each
+ *     chunk's inputs into one of two stages (q, k, Tb and G by two bulk copies, v by two TMA
+ *     copies) once S of the chunk before is out (every warpgroup is then done with the chunk
+ *     two before; a loader warp of its own would cap the block's registers at 96: 544
+ *     threads; the chain's warpgroups spilled).
  * The chain a chunk is S plane -> K S -> R plane -> Tb R -> Dn plane -> K^T Dn -> S plane; the
  * outputs' work runs beside it (S in two planes, each consumer its own barriers).
  *
@@ -52,22 +52,33 @@ static_assert(kRecA + kRecB <= 147584, "a (chunk, value head) takes no more work
  *     a plane is K-major for K S, Q S (A, m = tokens) and Q K^T (B, n = tokens) and MN-major
  *     for K^T Dn (A, m = d): core matrices 128 bytes apart along d, 2048 along tokens;
  *   Tb and M [64, 64]: (r, c) at ((r/8) 8 + c/8) 128 + (r%8) 16 + (c%8) 2 (K-major A);
- *   V [64 tokens, 128] in the stage: rows kVLd bytes apart (v's rows from vh by the bulk engine;
- *     the 16 bytes of padding put a warp's 8 rows in distinct banks for the values' reads);
+ *   V [64 tokens, 128] of a stage: two planes of 64 columns, each [64 tokens, 128 bytes] as a TMA
+ *     copy with the 128-byte swizzle writes it (16-byte word u of row r at u ^ (r % 8), so that
+ *     the values' reads of a warp's 8 rows fall in distinct banks), by two copies of a tensor map
+ *     over vh from the template H16_K64_R64 (tma_templates.h): one instruction a plane where a
+ *     copy a row took ~a quarter of the outputs' warpgroup's step (docs/perf-prefill.md, part 29);
  *   O's stage [64 tokens, 128] bf16: rows of 256 bytes, 16-byte word c of row r at c ^ (r % 8)
  *     (stmatrix's 8 rows in distinct banks, without padding);
  *   S, R, D, Dn [k, 128 columns]: B planes as gdn_chunked_wg16.cuh's put_plane writes them. */
 constexpr unsigned KC = 16 * 128; /* an 8-row k chunk of a 128-column B plane */
 constexpr unsigned kSPlane = 16 * KC;
-constexpr unsigned kVLd = 272; /* V's rows in the stage */
-/* shared memory of phase 1 */
-constexpr unsigned kStage = kRecA + kRecB + kCh * kVLd; /* Q, K, Tb, G, V */
-constexpr unsigned SQ = 0, SK = kPlaneQK, STb = kRecA + kBTb, SG = kRecA + kBG, SV = kRecA + kRecB;
-constexpr unsigned S0 = 2 * kStage, VD = S0 + 2 * kSPlane, VN = VD + 8 * KC, PO = VN + 8 * KC;
+constexpr unsigned kVHalf = kCh * 128; /* a V plane: 64 tokens x 64 columns in half */
+/* shared memory of phase 1: V of stage b at b kVBytes from the first 1024-byte boundary (the
+ * swizzle's span times 8; v_planes), then stage b's records (Q, K, Tb, G) at RS + b kStage */
+constexpr unsigned kVBytes = 2 * kVHalf, RS = 2 * kVBytes + 1024, kStage = kRecA + kRecB;
+constexpr unsigned SQ = 0, SK = kPlaneQK, STb = kRecA + kBTb, SG = kRecA + kBG;
+constexpr unsigned S0 = RS + 2 * kStage, VD = S0 + 2 * kSPlane, VN = VD + 8 * KC, PO = VN + 8 * KC;
 constexpr unsigned EX = PO + kCh * kDv * 2; /* sigma[2], kshift[2], the state's maxima [2][8], the values' [2][4] */
-constexpr unsigned BAR = EX + 128, END = BAR + 32;
+constexpr unsigned MAP = EX + 128;          /* v's tensor map while the outputs' warp 0 makes it */
+constexpr unsigned BAR = MAP + METRALE_TMA_BYTES, END = BAR + 32;
 static_assert(8 * KC <= kCh * kDv * 2, "M's plane fits in O's stage");
-static_assert(kStage % 128 == 0 && S0 % 128 == 0 && EX % 16 == 0 && SV % 16 == 0, "planes aligned");
+static_assert(kVBytes % 1024 == 0 && kStage % 128 == 0 && S0 % 128 == 0 && EX % 16 == 0 && MAP % 128 == 0,
+              "planes aligned");
+static_assert(END <= 232448, "the kernels' shared memory fits an sm_90 block's 227 KiB");
+/* The shared address of the V planes: the first 1024-byte boundary from s0, the block's shared
+ * memory (its 1024 bytes of slack before RS: only V is placed at run time, so that every other
+ * address stays a constant the compiler folds; a run-time base spilled the chain's registers). */
+__device__ __forceinline__ uint32_t v_planes(uint32_t s0) { return (s0 + 1023u) & ~1023u; }
 
 /* Named barriers (sm90::bar_*), by the chunk's parity where one side can run a chunk ahead */
 enum : unsigned {
@@ -346,7 +357,8 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
   int *sigma = reinterpret_cast<int *>(smem + EX), *kshift = sigma + 2;
   float *sred = reinterpret_cast<float *>(smem + EX + 16), *vred = sred + 16; /* [2][8], [2][4] */
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + BAR), *empty = full + 2;
-  auto stage_of = [&](unsigned c) -> uint32_t { return (c & 1) * kStage; };
+  auto stage_of = [&](unsigned c) -> uint32_t { return RS + (c & 1) * kStage; }; /* chunk c's records */
+  auto v_of = [&](unsigned c) -> uint32_t { return v_planes(s0) + (c & 1) * kVBytes; }; /* its V planes */
   auto t0_of = [&](unsigned c) -> size_t { return (size_t)ts + (size_t)(run.cb + c) * kCh; }; /* chunk c's first token */
   auto len_of = [&](unsigned c) -> unsigned { /* and its tokens */
     const size_t left = (size_t)te - t0_of(c);
@@ -359,21 +371,8 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
     sm90::bulk_copy(b, recA + (size_t)c * p.nk * kRecA, kRecA, &full[c & 1]);
     sm90::bulk_copy(b + kRecA, recB + (size_t)c * p.nv * kRecB, kRecB, &full[c & 1]);
   };
-  /* v's rows 16 w'.. of chunk c (those below its L) from vh into the stage, by the outputs' warp
-   * w' (its first lane: an arrival with their bytes, then a copy a row; rows past L stay as they
-   * were, and the values read them as zeros) */
-  const size_t ldv = (size_t)p.nv * p.dv;
-  auto load_v = [&](unsigned c, unsigned wq) {
-    const size_t t0 = t0_of(c);
-    const unsigned L = len_of(c);
-    const unsigned r0 = 16 * wq, r1 = run.vzero ? r0 : L < r0 + 16 ? (L > r0 ? L : r0) : r0 + 16;
-    sm90::mbar_expect_tx(&full[c & 1], (r1 - r0) * kDv * 2);
-    for (unsigned r = r0; r < r1; r++)
-      sm90::bulk_copy_tx(smem + stage_of(c) + SV + r * kVLd, vh + (t0 + r) * ldv + (size_t)h * kDv, kDv * 2,
-                         &full[c & 1]);
-  };
-  if (tid == 0) { /* two copies and the outputs' four warps' arrivals a chunk */
-    for (unsigned b = 0; b < 2; b++) sm90::mbar_init_count(&full[b], 6), sm90::mbar_init_count(&empty[b], 4);
+  if (tid == 0) { /* two copies and the outputs' arrival with v's bytes a chunk */
+    for (unsigned b = 0; b < 2; b++) sm90::mbar_init_count(&full[b], 3), sm90::mbar_init_count(&empty[b], 4);
     sm90::mbar_init_fence();
     for (unsigned c = 0; c < 2 && c < nch; c++) load_in(c);
   }
@@ -476,14 +475,16 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
       for (unsigned kb = 1; kb < 8; kb++) sm90::wgmma_f16x<128>::run(a, dK + kb * kStepK, dSc + kb * kStepB);
       sm90::wgmma_commit();
       /* V's pairs of this thread's accumulators while the product runs: i = 8m + 2q is row ra
-       * (q even) or rb, columns 16m + 8 (q / 2) + 2t and on */
+       * (q even) or rb, columns 16m + 8 (q / 2) + 2t and on, which is what ldmatrix gives lane
+       * 4g + t of the 8x8 matrices (ra's rows, word 2m), (rb's, 2m), (ra's, 2m + 1), (rb's, 2m + 1):
+       * lane l names row 16w + l % 8 + 8 ((l / 8) % 2) of the first rows' plane m / 4, at word
+       * (2 (m % 4) + l / 16) ^ (l % 8) of the swizzle, = a base's bits 4..6 XOR 2 (m % 4) */
       uint32_t vv[32];
+      const uint32_t vl = v_of(c) + (16 * w + (lane & 7) + 8 * ((lane >> 3) & 1)) * 128 +
+                          (((lane >> 4) ^ (lane & 7)) << 4);
 #pragma unroll
-      for (unsigned i = 0; i < 32; i++) {
-        const unsigned m = i / 4, q = i % 4;
-        vv[i] = *reinterpret_cast<const uint32_t *>(smem + st + SV + ((q & 1) ? rb : ra) * kVLd +
-                                                    (16 * m + 8 * (q >> 1) + 2 * t) * 2);
-      }
+      for (unsigned m = 0; m < 8; m++)
+        sm90::ldsm_x4(*reinterpret_cast<uint32_t(*)[4]>(&vv[4 * m]), (vl ^ (32 * (m % 4))) + (m / 4) * kVHalf);
       sm90::wgmma_wait0();
       sm90::pin(a);
       sm90::bar_arrive(B_KS0 + (c & 1), 256);
@@ -546,9 +547,31 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
     const uint64_t dS = sm90::desc_plain(s0 + S0, KC, 128), dD = sm90::desc_plain(s0 + VD, KC, 128);
     const uint64_t dM = sm90::desc_plain(s0 + PO, 128, 1024);
     const size_t ld = (size_t)p.nv * p.dv;
-    if (lane == 0)
-      for (unsigned c = 0; c < 2 && c < nch; c++) load_v(c, w);
-    __syncwarp();
+    /* v's 64 rows of chunk c at the head's columns into its V planes, by the thread that made the
+     * map (its arrival with their bytes, then a copy a plane; rows past L, the next sequence's or
+     * zeros past vh's end, the values read as zeros; none for a run on v = 0) */
+    const unsigned char *vmap = metrale_gdn_wh_maps[sm90::sm_id() % 1024u];
+    auto load_v = [&](unsigned c) {
+      sm90::mbar_expect_tx(&full[c & 1], run.vzero ? 0u : kVBytes);
+      if (run.vzero) return;
+      const int c0 = (int)(h * kDv), r0 = (int)t0_of(c);
+      sm90::tma_load_2d(v_of(c), vmap, c0, r0, &full[c & 1]);
+      sm90::tma_load_2d(v_of(c) + kVHalf, vmap, c0 + 64, r0, &full[c & 1]);
+    };
+    if (w == 0) { /* v's map [T, nv dv] into this SM's slot (one block an SM), as gemm_ws.cuh's producer */
+      uint64_t *map = reinterpret_cast<uint64_t *>(smem + MAP);
+      if (lane < METRALE_TMA_BYTES / 8)
+        map[lane] = reinterpret_cast<const uint64_t *>(metrale_tma_templates[METRALE_TMA_H16_K64_R64])[lane];
+      __syncwarp();
+      if (lane == 0) sm90::tmap_set_2d(map, vh, p.nv * kDv, (uint32_t)cu[p.s], ld * 2);
+      __syncwarp();
+      sm90::tmap_publish(const_cast<unsigned char *>(vmap), map);
+      if (lane == 0) {
+        sm90::tmap_acquire(vmap);
+        for (unsigned c = 0; c < 2 && c < nch; c++) load_v(c);
+      }
+      __syncwarp();
+    }
     for (unsigned c = 0; c < nch; c++) {
       const size_t t0 = t0_of(c);
       const unsigned L = len_of(c);
@@ -579,10 +602,10 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
       /* S of chunk c is out, so the state is done with chunk c - 1 (and so is everyone): chunk
        * c + 1 into its stage, a chain step before the values need it (waited for only at the
        * end of each chunk, the copies came late and the state and the values waited for them) */
-      if (lane == 0 && c >= 1 && c + 1 < nch) {
+      if (w == 0 && lane == 0 && c >= 1 && c + 1 < nch) {
         sm90::mbar_wait(&empty[(c - 1) & 1], ((c - 1) >> 1) & 1);
-        if (w == 0) load_in(c + 1);
-        load_v(c + 1, w);
+        load_in(c + 1);
+        load_v(c + 1);
       }
       __syncwarp();
       const int sig = sigma[c & 1];

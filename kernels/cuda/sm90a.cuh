@@ -244,6 +244,15 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
                : "memory");
 }
 
+/* Four 8x8 b16 matrices from shared memory, lane l giving the row address of matrix l / 8
+ * (ordered with the asm around it: after the wait for the copies that wrote them). */
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
 /* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst;
  * the barrier's current phase completes when they have landed.  One thread issues it. */
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {

@@ -27,7 +27,8 @@
   X(BF16_K32_R64, 2, 32, 64, 64)    /* gemm_ws.cuh: a 64-row tile's bf16 x */            \
   X(F32_K32_R64, 4, 32, 64, 128)    /* gemm_ws.cuh: a 64-row tile's f32 x */            \
   X(F32_K32_R16, 4, 32, 16, 128)    /* gemm_ws.cuh: a warp's f32 output box (cols3) */  \
-  X(H16_K32_R16, 2, 32, 16, 64)     /* gemm_ws.cuh: a warp's half output box (cols3q's y0) */
+  X(H16_K32_R16, 2, 32, 16, 64)     /* gemm_ws.cuh: a warp's half output box (cols3q's y0) */ \
+  X(H16_K64_R64, 2, 64, 64, 128)    /* gdn_chunked_wh.cuh: 64 tokens of v, half a head's columns */
 
 enum {
 #define METRALE_TMA_ENUM(name, elem_bytes, box_k, box_rows, swizzle) METRALE_TMA_##name,
