@@ -13,7 +13,8 @@
  *
  * Phase 0 (wh_prep, 128 threads, a block a (chunk, value head)): G, K K^T, A and T as
  * prep_chunk makes them, then Tb in IEEE half and the chunk's G; q and k in half (once a key
- * head, by the block of its first value head).  v is read by phase 1 from vh, row by row.  Phase 1 (wh_scan, 512 threads, a block a (sequence, value head)): four warpgroups,
+ * head, by the block of its first value head).  v is read by phase 1 from vh, by two TMA copies
+ * a chunk.  Phase 1 (wh_scan, 512 threads, a block a (sequence, value head)): four warpgroups,
  * every product a wgmma from shared memory with IEEE half operands and f32 accumulators:
  *   warpgroups 0 and 3 (the state, dk rows 0..63 and 64..127, S in f32 accumulators):
  *     S = e^(G_L) S + K^T Dn, then S into its fp16 plane (two planes, by the chunk's parity);
