@@ -27,12 +27,5 @@ for r in 1 2; do
   B mn --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > $O/mn_layer_$r.json 2>>$O/stderr.txt
   el "round $r rc=$?"
 done
-run vr timeout $(tl 120) /usr/local/cuda/bin/ncu --clock-control none -k regex:wh_seg --launch-skip 2 --launch-count 1 \
-  --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source no -f -o /tmp/phase3 \
-  .carry/var/vr/metrale bench --backend cuda --core --prefill 16384 --samples 1 --warmup 0 > $O/ncu_phase3.txt 2>&1
-el "ncu phase 3 rc=$?"
-run vr timeout $(tl 60) /usr/local/cuda/bin/ncu -i /tmp/phase3.ncu-rep --page source --csv --print-source sass \
-  > $O/phase3_source.csv 2>>$O/ncu_phase3.txt
-run vr timeout $(tl 30) /usr/local/cuda/bin/ncu -i /tmp/phase3.ncu-rep --page details --csv > $O/phase3_details.csv 2>>$O/ncu_phase3.txt
-el "ncu phase 3 pages rc=$?"
+phase3_view vr
 finish
