@@ -1,5 +1,6 @@
 # Sourced by a device call's run.sh (docs/bench/<gpu>-<date>-<topic>/callN/run.sh), from the
-# repository root on the device machine, after it sets CALL (the call's name, e.g. c3):
+# repository root on the device machine, after it sets CALL (the call's name, e.g. c3); records the
+# GPU in gpu.txt and gives it:
 #   run V CMD...        CMD with build V's libraries and backends (.carry/var/V) first
 #   B V ARGS...         `metrale bench --backend cuda ARGS` of build V (200 s at most)
 #   suites V [CF] [LF]  build V's cuda conformance suite and layer suite (filtered by the Criterion
@@ -20,6 +21,8 @@ O=$OUT/$CALL
 mkdir -p "$O"
 T0=$(date +%s)
 date -u > "$O/log.txt"
+# which GPU ran the call, at what clocks
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > "$O/gpu.txt" 2>&1
 el() { echo "[$(($(date +%s) - T0))s] $*" >> "$O/log.txt"; }
 tl() {
   local left=$((${BUDGET:-560} - ($(date +%s) - T0)))

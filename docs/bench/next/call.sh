@@ -12,7 +12,6 @@ cd "$(dirname "$0")/../../.."
 CALL=${CALL:-h200}
 BUDGET=${BUDGET:-400}
 . scripts/device-call.sh
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > $O/gpu.txt 2>&1
 suites vr
 suites mn
 run mn timeout $(tl 30) .carry/var/mn/metrale audit --backend cuda > $O/audit_mn.txt 2>&1
