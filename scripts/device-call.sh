@@ -49,7 +49,7 @@ for d in .carry/var/*/; do
   v=$(basename "$d")
   [ -x "$d/metrale" ] || continue
   got=$(run "$v" ldd "$d/metrale" | awk '/libmetrale.so/ {print $3}')
-  echo "build $v loads $got" >> "$O/log.txt"
+  echo "build $v ($(cat "$d/REVISION" 2>/dev/null || echo "revision not recorded")) loads $got" >> "$O/log.txt"
   [ "$(readlink -f "$got")" = "$(readlink -f "$d/libmetrale.so.0")" ] || libs_ok=0
 done
 if [ $libs_ok != 1 ]; then

@@ -37,7 +37,8 @@ case "$name" in *[!A-Za-z0-9_-]*|'') echo "$0: NAME in letters, digits, _ and -"
 src=/tmp/metrale-var-$name
 git worktree remove --force "$src" 2>/dev/null || rm -rf "$src"
 git worktree prune
-git worktree add --force --detach "$src" HEAD >/dev/null
+rev=$(git rev-parse --short HEAD) # what is built, whatever the checkout moves to meanwhile
+git worktree add --force --detach "$src" "$rev" >/dev/null
 for p in "$@"; do git -C "$src" apply "$root/$p"; done
 cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETRALE_HIP=OFF \
   -DMETRALE_FIXTURES_DIR="$root/tests/fixtures" > "$src/configure.log"
@@ -60,6 +61,7 @@ fi
 # (scripts/device-call.sh checks), never a shared copy
 rm -f .carry/lib/libmetrale.so*
 git worktree remove --force "$src"
-echo "$out: $(git rev-parse --short HEAD)${*:+ + $*}"
+echo "$rev${*:+ + $*}" > "$out/REVISION" # device-call.sh logs it beside the build
+echo "$out: $rev${*:+ + $*}"
 ls "$out"
 du -sh .carry
