@@ -485,7 +485,7 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
                           (((lane >> 4) ^ (lane & 7)) << 4);
 #pragma unroll
       for (unsigned m = 0; m < 8; m++)
-        sm90::ldsm_x4(*reinterpret_cast<uint32_t(*)[4]>(&vv[4 * m]), (vl ^ (32 * (m % 4))) + (m / 4) * kVHalf);
+        sm90::ldsm_x4(&vv[4 * m], (vl ^ (32 * (m % 4))) + (m / 4) * kVHalf);
       sm90::wgmma_wait0();
       sm90::pin(a);
       sm90::bar_arrive(B_KS0 + (c & 1), 256);

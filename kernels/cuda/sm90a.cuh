@@ -244,34 +244,32 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
                : "memory");
 }
 
-/* Four 8x8 b16 matrices from shared memory, lane l giving the row address of matrix l / 8
- * (ordered with the asm around it: after the wait for the copies that wrote them). */
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+/* Four 8x8 b16 matrices from shared memory, lane l giving the row address of matrix l / 8.
+ * sm80::ldsm_x4's, but volatile with a memory clobber: it reads what a bulk or TMA copy wrote,
+ * so it must stay after the mbarrier wait (an asm the compiler may move), where sm80's follows a
+ * __syncthreads. */
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr)
                : "memory");
 }
 
-/* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst;
- * the barrier's current phase completes when they have landed.  One thread issues it. */
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-  mbar_expect_tx(bar, bytes);
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
-
-/* bulk_copy without the arrival: the bytes count against the transaction count a thread's
- * mbar_expect_tx announced on the barrier's current phase */
+/* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst,
+ * counted against the transaction count a thread's mbar_expect_tx announced on the barrier's
+ * current phase.  One thread issues it. */
 __device__ __forceinline__ void bulk_copy_tx(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
           smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
       : "memory");
+}
+/* bulk_copy_tx with its own arrival: the barrier's current phase completes when the bytes have
+ * landed (and its other arrivals have come). */
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+  mbar_expect_tx(bar, bytes);
+  bulk_copy_tx(dst, src, bytes, bar);
 }
 
 /* bytes (a multiple of 16) of global memory at src (16-byte aligned) asked into L2: one
