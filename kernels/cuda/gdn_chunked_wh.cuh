@@ -31,8 +31,8 @@
  *
  * Range: a plane's values must stay below half's 65504.  Every product is linear, so the
  * block keeps S, R, D and O times 2^e: the state warpgroups choose e after each update so
- * that the largest |S| lands in [2^5, 2^6) (as gdn_chunked_wg16.cuh); the values warpgroup
- * moves it for the chunk where R reaches 2^15 or stays below 2^-3 (v far above or below the
+ * that the largest |S| stays in [2^3, 2^9) (moved into [2^5, 2^6) where it left); the values
+ * warpgroup moves it for the chunk where R reaches 2^15 or stays below 2^-3 (v far above or below the
  * state, or a zero state), or D reaches 2^15, telling the others by how much before they use
  * D.  Exponents stay in [-120, 120]. */
 
@@ -100,7 +100,8 @@ enum : unsigned {
 };
 
 /* 16 accumulator rows (k chunks kc, kc + 1) of acc into a K-major B plane, the lane's first row
- * times sa, its second (8 on) times sb */
+ * times sa, its second (8 on) times sb (SC false: as they are, sa and sb unused) */
+template <bool SC = true>
 __device__ __forceinline__ void put_b(uint32_t plane, unsigned kc, const float (&acc)[64], float sa, float sb,
                                       unsigned lane) {
   const unsigned i = lane >> 3, j = lane & 7u;
@@ -110,7 +111,8 @@ __device__ __forceinline__ void put_b(uint32_t plane, unsigned kc, const float (
 #pragma unroll
     for (unsigned m = 0; m < 4; m++) {
       const float sc = m & 1 ? sb : sa; /* registers 4 nt + 2 m: m odd the rows 8 on */
-      h[m] = f16x2_rn(sc * acc[4 * nt + 2 * m], sc * acc[4 * nt + 2 * m + 1]);
+      h[m] = SC ? f16x2_rn(sc * acc[4 * nt + 2 * m], sc * acc[4 * nt + 2 * m + 1])
+                : f16x2_rn(acc[4 * nt + 2 * m], acc[4 * nt + 2 * m + 1]);
     }
     sm90::stmatrix_x4_trans(plane + (kc + (i & 1u)) * KC + (nt + (i >> 1)) * 128u + j * 16u, h[0], h[1], h[2], h[3]);
   }
@@ -166,6 +168,10 @@ __device__ __forceinline__ void scale64(float (&x)[64], float f) {
 /* descriptor steps (16-byte units): a k16 step of a K-major plane along its 16-byte rows, of
  * an MN-major Q/K plane (16 tokens), of a B plane (two k chunks) */
 constexpr uint64_t kStepK = 256 >> 4, kStepTok = (2 * 2048) >> 4, kStepB = (2 * KC) >> 4;
+/* a chunk of kCh tokens (true) or the last of a sequence (false), as a type: the values' R */
+template <bool B> struct whole_chunk {
+  static constexpr bool value = B;
+};
 }  // namespace wh
 
 /* Each (chunk, value head)'s bound b on how much of the state the chunk keeps, after the records
@@ -431,13 +437,20 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
       done_in(c);
       if (c + 1 < nch) {
         /* the next plane's exponent (the maxima by parity: a warp a chunk ahead writes the other
-         * slot); the plane is S times 2^pend, the accumulators take it with the next decay */
-        pend = f16::rescale_by(group_max<8>(amax64(s), sred + 8 * ((c + 1) & 1), sw, B_STATE, lane), sig, 5);
+         * slot); the plane is S times 2^pend, the accumulators take it with the next decay.  The
+         * exponent moves only where the largest |S| has left [2^3, 2^9) (into [2^5, 2^6) then), so
+         * that most chunks put S as it is: no multiply on the chain (docs/perf-prefill.md part 29) */
+        const float mx = group_max<8>(amax64(s), sred + 8 * ((c + 1) & 1), sw, B_STATE, lane);
+        pend = mx >= 512.0f || mx < 8.0f ? f16::rescale_by(mx, sig, 5) : 0;
         sig += pend;
       }
       if (c >= 1) sm90::bar_sync((c - 1) & 1 ? B_S_FREE1 : B_S_FREE0, 384); /* Q S of chunk c - 1 read this plane */
       if (c + 1 < nch) {
-        put_b(s0 + S0 + ((c + 1) & 1) * kSPlane, 8 * half + 2 * w, s, f16::exp2i(pend), f16::exp2i(pend), lane);
+        const uint32_t sp = s0 + S0 + ((c + 1) & 1) * kSPlane;
+        if (pend == 0)
+          put_b<false>(sp, 8 * half + 2 * w, s, 1.0f, 1.0f, lane);
+        else
+          put_b(sp, 8 * half + 2 * w, s, f16::exp2i(pend), f16::exp2i(pend), lane);
         if (tid == 0) sigma[(c + 1) & 1] = sig;
         sm90::fence_proxy_async();
         sm90::bar_arrive(B_S_VAL, 384);
@@ -489,21 +502,28 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
       sm90::wgmma_wait0();
       sm90::pin(a);
       sm90::bar_arrive(B_KS0 + (c & 1), 256);
-      /* R = V 2^sig - e^G (K S 2^sig), zero past L */
+      /* R = V 2^sig - e^G (K S 2^sig), zero past L (a whole chunk without the test: 64 selects
+       * off the chain) */
       const float fs = f16::exp2i(sig);
+      auto r_of = [&](auto whole) {
 #pragma unroll
-      for (unsigned m = 0; m < 8; m++) {
+        for (unsigned m = 0; m < 8; m++) {
 #pragma unroll
-        for (unsigned q = 0; q < 4; q++) {
-          const float2 x = f16x2_to_f32(vv[4 * m + q]);
-          const unsigned i = 8 * m + 2 * q; /* accumulators i, i + 1: row ra (q even) or rb */
-          const bool upper = q & 1;
-          const float e = upper ? eb : ea;
-          const bool in = (upper ? rb : ra) < L;
-          a[i] = in ? (run.vzero ? 0.0f : x.x * fs) - e * a[i] : 0.0f;
-          a[i + 1] = in ? (run.vzero ? 0.0f : x.y * fs) - e * a[i + 1] : 0.0f;
+          for (unsigned q = 0; q < 4; q++) {
+            const float2 x = f16x2_to_f32(vv[4 * m + q]);
+            const unsigned i = 8 * m + 2 * q; /* accumulators i, i + 1: row ra (q even) or rb */
+            const bool upper = q & 1;
+            const float e = upper ? eb : ea;
+            const bool in = decltype(whole)::value || (upper ? rb : ra) < L;
+            a[i] = in ? (run.vzero ? 0.0f : x.x * fs) - e * a[i] : 0.0f;
+            a[i + 1] = in ? (run.vzero ? 0.0f : x.y * fs) - e * a[i + 1] : 0.0f;
+          }
         }
-      }
+      };
+      if (L == kCh)
+        r_of(whole_chunk<true>{});
+      else
+        r_of(whole_chunk<false>{});
       /* R's largest |value| past 2^15 (v far above the state) or below 2^-3 (v far below it, or
        * a zero state: half's subnormals would keep few of R's bits) moves e for this chunk */
       int k = 0;
