@@ -435,22 +435,20 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
       sm90::wgmma_wait0();
       sm90::pin(s);
       done_in(c);
-      if (c + 1 < nch) {
-        /* the next plane's exponent (the maxima by parity: a warp a chunk ahead writes the other
-         * slot); the plane is S times 2^pend, the accumulators take it with the next decay.  The
-         * exponent moves only where the largest |S| has left [2^3, 2^9) (into [2^5, 2^6) then), so
-         * that most chunks put S as it is: no multiply on the chain (docs/perf-prefill.md part 29) */
-        const float mx = group_max<8>(amax64(s), sred + 8 * ((c + 1) & 1), sw, B_STATE, lane);
-        pend = mx >= 512.0f || mx < 8.0f ? f16::rescale_by(mx, sig, 5) : 0;
-        sig += pend;
-      }
       if (c >= 1) sm90::bar_sync((c - 1) & 1 ? B_S_FREE1 : B_S_FREE0, 384); /* Q S of chunk c - 1 read this plane */
       if (c + 1 < nch) {
+        /* S into the next plane as it is, then its exponent (the maxima by parity: a warp a chunk
+         * ahead writes the other slot), so that the plane's stores drain while the maximum is
+         * found (docs/perf-prefill.md part 30).  The exponent moves only where the largest |S| has
+         * left [2^3, 2^9) (into [2^5, 2^6) then), so that most chunks keep the plane as put, with
+         * no multiply on the chain (part 29); the others put it again, times 2^pend.  The plane is
+         * S times 2^pend, the accumulators take it with the next decay. */
         const uint32_t sp = s0 + S0 + ((c + 1) & 1) * kSPlane;
-        if (pend == 0)
-          put_b<false>(sp, 8 * half + 2 * w, s, 1.0f, 1.0f, lane);
-        else
-          put_b(sp, 8 * half + 2 * w, s, f16::exp2i(pend), f16::exp2i(pend), lane);
+        put_b<false>(sp, 8 * half + 2 * w, s, 1.0f, 1.0f, lane);
+        const float mx = group_max<8>(amax64(s), sred + 8 * ((c + 1) & 1), sw, B_STATE, lane);
+        pend = mx >= 512.0f || mx < 8.0f ? f16::rescale_by(mx, sig, 5) : 0;
+        if (pend != 0) put_b(sp, 8 * half + 2 * w, s, f16::exp2i(pend), f16::exp2i(pend), lane);
+        sig += pend;
         if (tid == 0) sigma[(c + 1) & 1] = sig;
         sm90::fence_proxy_async();
         sm90::bar_arrive(B_S_VAL, 384);
@@ -524,19 +522,23 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
         r_of(whole_chunk<true>{});
       else
         r_of(whole_chunk<false>{});
-      /* R's largest |value| past 2^15 (v far above the state) or below 2^-3 (v far below it, or
-       * a zero state: half's subnormals would keep few of R's bits) moves e for this chunk */
+      /* R into its plane as it is, then its largest |value|: past 2^15 (v far above the state) or
+       * below 2^-3 (v far below it, or a zero state: half's subnormals would keep few of R's bits)
+       * it moves e for this chunk and R is put again.  The maximum's barrier is also the one after
+       * which the plane is whole, and the stores drain while the maximum is found (part 30). */
+      put_b(s0 + VN, 2 * w, a, 1.0f, 1.0f, lane);
+      sm90::fence_proxy_async();
       int k = 0;
       {
         const float mr = group_max<4>(amax64(a), vred, w, B_VAL, lane);
         if (mr >= 32768.0f || mr < 0.125f) {
           k = f16::rescale_by(mr, sig, 5);
           scale64(a, f16::exp2i(k));
+          put_b(s0 + VN, 2 * w, a, 1.0f, 1.0f, lane);
+          sm90::fence_proxy_async();
+          sm90::bar_sync(B_VAL, 128);
         }
       }
-      put_b(s0 + VN, 2 * w, a, 1.0f, 1.0f, lane);
-      sm90::fence_proxy_async();
-      sm90::bar_sync(B_VAL, 128);
       sm90::wgmma_fence();
       sm90::wgmma_f16x<128>::first(a, dTb, dR);
 #pragma unroll
@@ -545,15 +547,18 @@ __device__ __forceinline__ void wh_scan(unsigned char *smem, bf16 *o, const int 
       sm90::wgmma_wait0();
       sm90::pin(a);
       done_in(c);
+      /* Dn for the state first (the chain), into the plane R was in: the state's last read of it,
+       * chunk c - 1's K^T Dn, ended before it put S for this chunk.  Put as D is, then D's range
+       * tested while the stores drain (part 30): past 2^15 e moves for this chunk and Dn is put
+       * again. */
+      put_b(s0 + VN, 2 * w, a, da, db, lane); /* rows ra, rb times e^(G_L - G) */
       if (sm90::bar_any(B_VAL, 128, amax64(a) >= 32768.0f)) {
         const int k2 = f16::rescale_by(group_max<4>(amax64(a), vred + 4, w, B_VAL, lane), sig + k, 5);
         scale64(a, f16::exp2i(k2));
         k += k2;
+        put_b(s0 + VN, 2 * w, a, da, db, lane);
       }
       if (tid == 128) kshift[c & 1] = k;
-      /* Dn for the state first (the chain), into the plane R was in: the state's last read of it,
-       * chunk c - 1's K^T Dn, ended before it put S for this chunk */
-      put_b(s0 + VN, 2 * w, a, da, db, lane); /* rows ra, rb times e^(G_L - G) */
       sm90::fence_proxy_async();
       sm90::bar_arrive(B_D_STATE, 384);
       /* then D for the outputs, once their M D of chunk c - 1 is done */
