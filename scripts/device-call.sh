@@ -6,9 +6,13 @@
 #   suites V [CF] [LF]  build V's cuda conformance suite and layer suite (filtered by the Criterion
 #                       patterns CF and LF where given) into conf_cuda_V.txt and layer_cuda_V.txt,
 #                       each one's last line into the log
-#   phase3_view V       ncu's source view of build V's whole-head core, phase 3 (wh_seg's third launch)
-#                       at 16384 tokens: phase3_source.csv (stall samples by SASS line; read with
-#                       scripts/ncu-source.py), phase3_details.csv, ncu_phase3.txt
+#   kernel_view V RE SKIP NAME [SECTION...]
+#                       ncu's source view of one launch of build V's kernel matching RE (after SKIP
+#                       launches) in the core's bench at 16384 tokens, with ncu's SpeedOfLight,
+#                       WarpStateStats, SourceCounters and the SECTIONs: NAME_source.csv (stall
+#                       samples by SASS line; read with scripts/ncu-source.py), NAME_details.csv,
+#                       ncu_NAME.txt
+#   phase3_view V       kernel_view of the whole-head core's phase 3 (wh_seg's third launch): phase3_*
 #   el WHAT             a line "[seconds since the start] WHAT" in the call's log
 #   tl S                S, or what is left of BUDGET s (560 unless set) if less: a step's timeout,
 #                       so that finish always runs inside one `run`'s 10 minutes
@@ -67,17 +71,20 @@ suites() {
     > "$O/layer_cuda_$v.txt" 2>&1
   el "$v cuda layer suite${lf:+ ($lf)} rc=$? $(tail -1 "$O/layer_cuda_$v.txt")"
 }
-phase3_view() {
-  local v=$1 ncu=/usr/local/cuda/bin/ncu
-  run "$v" timeout "$(tl 120)" $ncu --clock-control none -k regex:wh_seg --launch-skip 2 --launch-count 1 \
-    --section SpeedOfLight --section WarpStateStats --section SourceCounters --import-source no -f -o /tmp/phase3 \
-    ".carry/var/$v/metrale" bench --backend cuda --core --prefill 16384 --samples 1 --warmup 0 > "$O/ncu_phase3.txt" 2>&1
-  el "$v ncu phase 3 rc=$?"
-  run "$v" timeout "$(tl 60)" $ncu -i /tmp/phase3.ncu-rep --page source --csv --print-source sass \
-    > "$O/phase3_source.csv" 2>>"$O/ncu_phase3.txt"
-  run "$v" timeout "$(tl 30)" $ncu -i /tmp/phase3.ncu-rep --page details --csv > "$O/phase3_details.csv" 2>>"$O/ncu_phase3.txt"
-  el "$v ncu phase 3 pages rc=$?"
+kernel_view() { # V REGEX SKIP NAME [SECTION...]: ncu's source view of one launch at 16384 tokens
+  local v=$1 re=$2 skip=$3 name=$4 ncu=/usr/local/cuda/bin/ncu sec=()
+  shift 4
+  for x in SpeedOfLight WarpStateStats SourceCounters "$@"; do sec+=(--section "$x"); done
+  run "$v" timeout "$(tl 120)" $ncu --clock-control none -k "regex:$re" --launch-skip "$skip" --launch-count 1 \
+    "${sec[@]}" --import-source no -f -o "/tmp/$name" \
+    ".carry/var/$v/metrale" bench --backend cuda --core --prefill 16384 --samples 1 --warmup 0 > "$O/ncu_$name.txt" 2>&1
+  el "$v ncu $name rc=$?"
+  run "$v" timeout "$(tl 60)" $ncu -i "/tmp/$name.ncu-rep" --page source --csv --print-source sass \
+    > "$O/${name}_source.csv" 2>>"$O/ncu_$name.txt"
+  run "$v" timeout "$(tl 30)" $ncu -i "/tmp/$name.ncu-rep" --page details --csv > "$O/${name}_details.csv" 2>>"$O/ncu_$name.txt"
+  el "$v ncu $name pages rc=$?"
 }
+phase3_view() { kernel_view "$1" wh_seg 2 phase3; }
 finish() {
   python3 scripts/bench-summary.py "$O"/*.json > "$O/summary.txt"
   cat "$O/summary.txt" >> "$O/log.txt"
