@@ -292,64 +292,68 @@ __device__ __forceinline__ void mma_part(float d[4], const frag &a, const uint32
 
 /* ---- phase 0: everything of one chunk that does not depend on S -------------------- */
 
-/* acc[0..8) += a[0..16) . B[0..16)[0..8): a 16-long row times 8 columns of a 16-row block
- * of stride kLdA, in shared memory (the blocked inverse's product). */
-__device__ __forceinline__ void row16_times_block(float acc[8], const float *a_row, const float *B) {
+/* acc[h][0..4) += a_h[0..16) . B[0..16)[0..4) for the rows a_0, a_1: two 16-long rows times 4
+ * columns of a 16-row block of stride kLdA, in shared memory (the blocked inverse's product).
+ * Each sum runs over m in order, one fmaf a term. */
+__device__ __forceinline__ void rows2_times_block(float (&acc)[2][4], const float *a0, const float *a1, const float *B) {
 #pragma unroll
   for (unsigned m4 = 0; m4 < 16; m4 += 4) {
-    const float4 a = *reinterpret_cast<const float4 *>(a_row + m4);
-    const float av[4] = {a.x, a.y, a.z, a.w};
+    const float4 x0 = *reinterpret_cast<const float4 *>(a0 + m4), x1 = *reinterpret_cast<const float4 *>(a1 + m4);
+    const float av[2][4] = {{x0.x, x0.y, x0.z, x0.w}, {x1.x, x1.y, x1.z, x1.w}};
 #pragma unroll
     for (unsigned mm = 0; mm < 4; mm++) {
-      const float4 t0 = *reinterpret_cast<const float4 *>(B + (m4 + mm) * kLdA);
-      const float4 t1 = *reinterpret_cast<const float4 *>(B + (m4 + mm) * kLdA + 4);
-      acc[0] = fmaf(av[mm], t0.x, acc[0]), acc[1] = fmaf(av[mm], t0.y, acc[1]);
-      acc[2] = fmaf(av[mm], t0.z, acc[2]), acc[3] = fmaf(av[mm], t0.w, acc[3]);
-      acc[4] = fmaf(av[mm], t1.x, acc[4]), acc[5] = fmaf(av[mm], t1.y, acc[5]);
-      acc[6] = fmaf(av[mm], t1.z, acc[6]), acc[7] = fmaf(av[mm], t1.w, acc[7]);
+      const float4 t = *reinterpret_cast<const float4 *>(B + (m4 + mm) * kLdA);
+#pragma unroll
+      for (unsigned h = 0; h < 2; h++) {
+        acc[h][0] = fmaf(av[h][mm], t.x, acc[h][0]), acc[h][1] = fmaf(av[h][mm], t.y, acc[h][1]);
+        acc[h][2] = fmaf(av[h][mm], t.z, acc[h][2]), acc[h][3] = fmaf(av[h][mm], t.w, acc[h][3]);
+      }
     }
   }
 }
 
 /* One warp's share of the blocked inverse (prep_chunk): P = (P_ij if `load`) +
  * sum_{k0 <= k < k1} A_ik T_kj, kept at block (j, i) of Xs (above the diagonal), and if
- * `fin`, T_ij = -T_ii P_ij into block (i, j).  Lane: row r of the block, columns cs..cs+7.
- * Reads only blocks that earlier rounds completed.  Not inlined: its eight calls inlined
- * were eight copies of the unrolled 16x16 products, and phase 0 stalled on instruction
- * fetch in them; one shared copy took phase 0 from 0.83 to 0.75 ms at 16384 tokens
- * (docs/perf-prefill.md, v23). */
+ * `fin`, T_ij = -T_ii P_ij into block (i, j).  Lane: rows r and r + 8 of the block (r = lane %
+ * 8), columns cs..cs+3 (cs = 4 (lane / 8)): a quarter-warp's 16-byte words of a row fall in
+ * distinct banks and its B words are one (docs/perf-prefill.md part 30; 1 row x 8 columns a
+ * lane took 1.5 times the shared-memory wavefronts and stored with 8-way conflicts).  Reads only
+ * blocks that earlier rounds completed.  Not inlined: its eight calls inlined were eight copies
+ * of the unrolled 16x16 products, and phase 0 stalled on instruction fetch in them; one shared
+ * copy took phase 0 from 0.83 to 0.75 ms at 16384 tokens (docs/perf-prefill.md, v23). */
 __device__ __noinline__ void tri_unit(const float *As, float *Xs, unsigned i, unsigned j,
                                          unsigned k0, unsigned k1, bool load, bool fin,
                                          unsigned lane) {
-  const unsigned r = lane >> 1, cs = 8 * (lane & 1);
-  float *P = Xs + (16 * j + r) * kLdA + 16 * i + cs;
-  float acc[8];
-  if (load) {
-    const float4 a = *reinterpret_cast<const float4 *>(P), b = *reinterpret_cast<const float4 *>(P + 4);
-    acc[0] = a.x, acc[1] = a.y, acc[2] = a.z, acc[3] = a.w;
-    acc[4] = b.x, acc[5] = b.y, acc[6] = b.z, acc[7] = b.w;
-  } else {
+  const unsigned r = lane & 7u, cs = 4 * (lane >> 3);
+  float *P[2] = {Xs + (16 * j + r) * kLdA + 16 * i + cs, Xs + (16 * j + r + 8) * kLdA + 16 * i + cs};
+  float acc[2][4];
 #pragma unroll
-    for (unsigned e = 0; e < 8; e++) acc[e] = 0.0f;
+  for (unsigned h = 0; h < 2; h++) {
+    const float4 a = load ? *reinterpret_cast<const float4 *>(P[h]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    acc[h][0] = a.x, acc[h][1] = a.y, acc[h][2] = a.z, acc[h][3] = a.w;
   }
 #pragma unroll 1
   for (unsigned k = k0; k < k1; k++) {
     const float *Ar = As + (16 * i + r) * kLdA + 16 * k;
     const float *Tk = Xs + 16 * k * kLdA + 16 * j + cs;
-    row16_times_block(acc, Ar, Tk);
+    rows2_times_block(acc, Ar, Ar + 8 * kLdA, Tk);
   }
-  *reinterpret_cast<float4 *>(P) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-  *reinterpret_cast<float4 *>(P + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+#pragma unroll
+  for (unsigned h = 0; h < 2; h++)
+    *reinterpret_cast<float4 *>(P[h]) = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
   if (!fin) return;
   __syncwarp();
-  const float *Tr = Xs + (16 * i + r) * kLdA + 16 * i; /* row r of T_ii (zero past r) */
+  const float *Tr = Xs + (16 * i + r) * kLdA + 16 * i; /* rows r, r + 8 of T_ii (zero past them) */
   const float *Pb = Xs + 16 * j * kLdA + 16 * i + cs;
 #pragma unroll
-  for (unsigned e = 0; e < 8; e++) acc[e] = 0.0f;
-  row16_times_block(acc, Tr, Pb);
-  float *Tij = Xs + (16 * i + r) * kLdA + 16 * j + cs;
-  *reinterpret_cast<float4 *>(Tij) = make_float4(-acc[0], -acc[1], -acc[2], -acc[3]);
-  *reinterpret_cast<float4 *>(Tij + 4) = make_float4(-acc[4], -acc[5], -acc[6], -acc[7]);
+  for (unsigned h = 0; h < 2; h++)
+#pragma unroll
+    for (unsigned e = 0; e < 4; e++) acc[h][e] = 0.0f;
+  rows2_times_block(acc, Tr, Tr + 8 * kLdA, Pb);
+#pragma unroll
+  for (unsigned h = 0; h < 2; h++)
+    *reinterpret_cast<float4 *>(Xs + (16 * i + r + 8 * h) * kLdA + 16 * j + cs) =
+        make_float4(-acc[h][0], -acc[h][1], -acc[h][2], -acc[h][3]);
 }
 
 /* Every element of a tile array of mma accumulators set to zero. */

@@ -315,15 +315,18 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   if (l.tid == 0) /* the chunk's bound, for the segments' passes (wh_forget_from) */
     wh_bounds(ws, nc, p)[j * p.nv + h] = grows ? __int_as_float(0x7f800000) : gs[kCh - 1];
   invert_unit_lower(As, Xs, l);
-  /* Tb = T diag(beta) in half: 16-byte words of 8 columns; blocks above the diagonal zero */
+  /* Tb = T diag(beta) in half: 16-byte words of 8 columns; blocks above the diagonal zero.  T's
+   * 8 columns by two 16-byte reads: a quarter-warp's 8 rows in distinct banks (by 8-byte reads,
+   * 2-way conflicts: docs/perf-prefill.md part 30) */
   for (unsigned i = l.tid; i < kTb / 16; i += kBlock) {
     const unsigned rr = (i / 64) * 8 + i % 8, cg = (i / 8) % 8; /* i = ((rr/8) 8 + cg) 8 + rr%8 */
-    uint32_t wv[4];
-#pragma unroll
-    for (unsigned e = 0; e < 4; e++) {
-      const unsigned c = 8 * cg + 2 * e;
-      const bool on = c / 16 <= rr / 16;
-      wv[e] = on ? f16x2_rn(Xs[rr * kLdA + c] * bs[c], Xs[rr * kLdA + c + 1] * bs[c + 1]) : 0u;
+    uint32_t wv[4] = {0u, 0u, 0u, 0u};
+    if (cg / 2 <= rr / 16) {
+      const float4 x0 = *reinterpret_cast<const float4 *>(Xs + rr * kLdA + 8 * cg);
+      const float4 x1 = *reinterpret_cast<const float4 *>(Xs + rr * kLdA + 8 * cg + 4);
+      const float *b = bs + 8 * cg;
+      wv[0] = f16x2_rn(x0.x * b[0], x0.y * b[1]), wv[1] = f16x2_rn(x0.z * b[2], x0.w * b[3]);
+      wv[2] = f16x2_rn(x1.x * b[4], x1.y * b[5]), wv[3] = f16x2_rn(x1.z * b[6], x1.w * b[7]);
     }
     *reinterpret_cast<uint4 *>(recB + kBTb + 16 * i) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
   }
