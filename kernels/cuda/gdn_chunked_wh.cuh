@@ -184,30 +184,68 @@ __device__ __forceinline__ float *wh_bounds(const void *ws, size_t nc, const sha
                                    nc * p.nk * kRecA + nc * p.nv * kRecB);
 }
 
-/* K K^T's row tiles (P, 3 - P) as kkt_rows_f16<P> makes them from f32 K, here from K's IEEE half plane
- * Kp in shared memory (kernel_bounds.h's layout): the same halves, so the same products.  A lane's
+/* K K^T's 16x8 tiles (row tile R0, column tiles [B0, E0)) and (R1, [B1, E1)) into acc[0][nt] and
+ * acc[1][nt], as kkt_rows_f16 makes them from f32 K, here from K's IEEE half plane Kp in shared
+ * memory (kernel_bounds.h's layout): the same halves and k order, so the same products.  A lane's
  * pairs of a row lie in one core matrix, its warp's 32 words in distinct banks. */
-template <unsigned P>
-__device__ __forceinline__ void kkt_rows_plane(float (&acc)[2][8][4], const unsigned char *Kp, const lane_ids &l) {
-  constexpr unsigned R0 = P, R1 = 3 - P, N0 = 2 * R0 + 2, N1 = 2 * R1 + 2; /* tiles, their widths */
+__device__ __forceinline__ bool in_span(unsigned x, unsigned b, unsigned e) { return x >= b && x < e; }
+template <unsigned R0, unsigned B0, unsigned E0, unsigned R1, unsigned B1, unsigned E1>
+__device__ __forceinline__ void kkt_tiles_plane(float (&acc)[2][8][4], const unsigned char *Kp, const lane_ids &l) {
+  static_assert(E0 <= 2 * R0 + 2 && E1 <= 2 * R1 + 2 && B0 <= E0 && B1 <= E1, "tiles on or below the diagonal");
   zero(acc);
   auto pair = [&](unsigned tok, unsigned d) { return *reinterpret_cast<const uint32_t *>(Kp + METRALE_WH_PLANE_AT(tok, d)); };
 #pragma unroll 1
   for (unsigned k = 0; k < kDk; k += 16) {
     const unsigned c0 = k + 2 * l.t;
-    uint32_t a[2][4], b[N1][2];
+    uint32_t a[2][4], b[8][2];
 #pragma unroll
     for (unsigned i = 0; i < 2; i++) {
+      if (i == 1 && B1 == E1) break;
       const unsigned ra = 16 * (i ? R1 : R0) + l.g;
       a[i][0] = pair(ra, c0), a[i][1] = pair(ra + 8, c0), a[i][2] = pair(ra, c0 + 8), a[i][3] = pair(ra + 8, c0 + 8);
     }
 #pragma unroll
-    for (unsigned nt = 0; nt < N1; nt++) b[nt][0] = pair(8 * nt + l.g, c0), b[nt][1] = pair(8 * nt + l.g, c0 + 8);
+    for (unsigned nt = 0; nt < 8; nt++)
+      if (in_span(nt, B0, E0) || in_span(nt, B1, E1))
+        b[nt][0] = pair(8 * nt + l.g, c0), b[nt][1] = pair(8 * nt + l.g, c0 + 8);
 #pragma unroll
-    for (unsigned i = 0; i < 2; i++)
+    for (unsigned nt = B0; nt < E0; nt++) mma_f16(acc[0][nt], a[0], b[nt]);
 #pragma unroll
-      for (unsigned nt = 0; nt < (i ? N1 : N0); nt++) mma_f16(acc[i][nt], a[i], b[nt]);
+    for (unsigned nt = B1; nt < E1; nt++) mma_f16(acc[1][nt], a[1], b[nt]);
   }
+}
+
+/* A = strictly_lower(diag(beta) (K K^T) e^(G_r - G_c)) at the tiles of kkt_tiles_plane's (R0, [B0, E0))
+ * and (R1, [B1, E1)) into As (zero on and above the diagonal and past L); whether a token's
+ * beta k.k lies outside [0, 2] */
+template <unsigned R0, unsigned B0, unsigned E0, unsigned R1, unsigned B1, unsigned E1>
+__device__ __forceinline__ bool a_tiles(const float (&acc)[2][8][4], float *As, const float *gs, const float *bs,
+                                        unsigned L, const lane_ids &l) {
+  bool grow = false;
+#pragma unroll
+  for (unsigned i = 0; i < 2; i++) {
+    const unsigned ra = 16 * (i ? R1 : R0) + l.g, rb = ra + 8;
+    const float gr[2] = {gs[ra], gs[rb]}, br[2] = {bs[ra], bs[rb]};
+#pragma unroll
+    for (unsigned nt = i ? B1 : B0; nt < (i ? E1 : E0); nt++) {
+      const unsigned c = 8 * nt + 2 * l.t;
+      const float2 gc = *reinterpret_cast<const float2 *>(gs + c);
+      float v[4];
+#pragma unroll
+      for (unsigned e = 0; e < 4; e++) {
+        const unsigned rr = e < 2 ? ra : rb, ce = c + (e & 1);
+        const bool lower = rr < L && ce < rr;
+        v[e] = lower ? br[e >> 1] * acc[i][nt][e] * ex2_ftz(gr[e >> 1] - ((e & 1) ? gc.y : gc.x)) : 0.0f;
+        if (rr < L && ce == rr) { /* k_r.k_r on the diagonal */
+          const float bn = br[e >> 1] * acc[i][nt][e];
+          grow |= !(bn >= 0.0f && bn <= 2.0f);
+        }
+      }
+      *reinterpret_cast<float2 *>(As + ra * kLdA + c) = make_float2(v[0], v[1]);
+      *reinterpret_cast<float2 *>(As + rb * kLdA + c) = make_float2(v[2], v[3]);
+    }
+  }
+  return grow;
 }
 
 /* Phase 0 of one (chunk, value head).  QKH: q and k are already in ws's planes (conv1d_prefill_l2norm_qkh
@@ -271,45 +309,30 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
           make_uint4(f16x2_rn(kr[0], kr[1]), f16x2_rn(kr[2], kr[3]), f16x2_rn(kr[4], kr[5]), f16x2_rn(kr[6], kr[7]));
     }
   }
-  /* K K^T on warps 0 and 1 (row tiles 0, 3 and 1, 2), as prep_chunk's fp16 records */
+  /* K K^T and A.  From k's plane on the four warps, five of the twenty 16x8 tiles on and below the
+   * diagonal each (row tile: column tiles): warp 0 0: 0-1 and 3: 0-2, warp 1 3: 3-7, warp 2 1: 0-3
+   * and 2: 0, warp 3 2: 1-5 (on two warps, the others waited a quarter of phase 0 at the barrier
+   * after A: docs/perf-prefill.md part 30); from f32 K on warps 0 and 1 (row tiles 0, 3 and 1, 2),
+   * as prep_chunk's fp16 records.  Each tile's products in the same order either way. */
   float acc0[2][8][4];
+  bool grow = false; /* a token whose I - beta k k^T may stretch the state (beta |k|^2 outside [0, 2]) */
   if (QKH) {
     const unsigned char *kp = reinterpret_cast<const unsigned char *>(Ks);
-    if (l.w == 0) kkt_rows_plane<0>(acc0, kp, l);
-    if (l.w == 1) kkt_rows_plane<1>(acc0, kp, l);
+    if (l.w == 0) kkt_tiles_plane<0, 0, 2, 3, 0, 3>(acc0, kp, l);
+    if (l.w == 1) kkt_tiles_plane<3, 3, 8, 3, 8, 8>(acc0, kp, l);
+    if (l.w == 2) kkt_tiles_plane<1, 0, 4, 2, 0, 1>(acc0, kp, l);
+    if (l.w == 3) kkt_tiles_plane<2, 1, 6, 2, 6, 6>(acc0, kp, l);
+    __syncthreads(); /* A is written where K was */
+    if (l.w == 0) grow = a_tiles<0, 0, 2, 3, 0, 3>(acc0, As, gs, bs, L, l);
+    if (l.w == 1) grow = a_tiles<3, 3, 8, 3, 8, 8>(acc0, As, gs, bs, L, l);
+    if (l.w == 2) grow = a_tiles<1, 0, 4, 2, 0, 1>(acc0, As, gs, bs, L, l);
+    if (l.w == 3) grow = a_tiles<2, 1, 6, 2, 6, 6>(acc0, As, gs, bs, L, l);
   } else {
     if (l.w == 0) kkt_rows_f16<0>(acc0, Ks, Ks, p.dk, l);
     if (l.w == 1) kkt_rows_f16<1>(acc0, Ks, Ks, p.dk, l);
-  }
-  __syncthreads(); /* A is written where K was */
-  bool grow = false; /* a token whose I - beta k k^T may stretch the state (beta |k|^2 outside [0, 2]) */
-  if (l.w < 2) {
-    const unsigned rt[2] = {l.w, 3u - l.w};
-#pragma unroll
-    for (unsigned i = 0; i < 2; i++) {
-      const unsigned ra = 16 * rt[i] + l.g, rb = ra + 8;
-      const float gr[2] = {gs[ra], gs[rb]}, br[2] = {bs[ra], bs[rb]};
-#pragma unroll
-      for (unsigned nt = 0; nt < 8; nt++) {
-        if (nt < 2 * rt[i] + 2) {
-          const unsigned c = 8 * nt + 2 * l.t;
-          const float2 gc = *reinterpret_cast<const float2 *>(gs + c);
-          float v[4];
-#pragma unroll
-          for (unsigned e = 0; e < 4; e++) {
-            const unsigned rr = e < 2 ? ra : rb, ce = c + (e & 1);
-            const bool lower = rr < L && ce < rr;
-            v[e] = lower ? br[e >> 1] * acc0[i][nt][e] * ex2_ftz(gr[e >> 1] - ((e & 1) ? gc.y : gc.x)) : 0.0f;
-            if (rr < L && ce == rr) { /* k_r.k_r on the diagonal */
-              const float bn = br[e >> 1] * acc0[i][nt][e];
-              grow |= !(bn >= 0.0f && bn <= 2.0f);
-            }
-          }
-          *reinterpret_cast<float2 *>(As + ra * kLdA + c) = make_float2(v[0], v[1]);
-          *reinterpret_cast<float2 *>(As + rb * kLdA + c) = make_float2(v[2], v[3]);
-        }
-      }
-    }
+    __syncthreads(); /* A is written where K was */
+    if (l.w == 0) grow = a_tiles<0, 0, 2, 3, 0, 8>(acc0, As, gs, bs, L, l);
+    if (l.w == 1) grow = a_tiles<1, 0, 4, 2, 0, 6>(acc0, As, gs, bs, L, l);
   }
   const bool grows = __syncthreads_or(grow);
   if (l.tid == 0) /* the chunk's bound, for the segments' passes (wh_forget_from) */
