@@ -292,68 +292,72 @@ __device__ __forceinline__ void mma_part(float d[4], const frag &a, const uint32
 
 /* ---- phase 0: everything of one chunk that does not depend on S -------------------- */
 
-/* acc[h][0..4) += a_h[0..16) . B[0..16)[0..4) for the rows a_0, a_1: two 16-long rows times 4
- * columns of a 16-row block of stride kLdA, in shared memory (the blocked inverse's product).
- * Each sum runs over m in order, one fmaf a term. */
-__device__ __forceinline__ void rows2_times_block(float (&acc)[2][4], const float *a0, const float *a1, const float *B) {
+/* acc[nt] += A B[:, 8 nt .. 8 nt + 8) for a 16x16 block A and a 16-row block B, both of stride
+ * kLdA in shared memory (the blocked inverse's product): two k steps of mma m16n8k8 per 8
+ * columns, every operand split in two tf32 parts (mma3: close to f32, phase 0's products' class).
+ * Lane (g, t): A's rows g and g + 8 at columns t and t + 4 of a k step (one bank each), B's rows t
+ * and t + 4 at column g; acc[nt] its C fragment, rows g and g + 8 at columns 8 nt + 2t, + 1. */
+__device__ __forceinline__ void block16_product(float (&acc)[2][4], const float *A, const float *B, unsigned g,
+                                                unsigned t) {
 #pragma unroll
-  for (unsigned m4 = 0; m4 < 16; m4 += 4) {
-    const float4 x0 = *reinterpret_cast<const float4 *>(a0 + m4), x1 = *reinterpret_cast<const float4 *>(a1 + m4);
-    const float av[2][4] = {{x0.x, x0.y, x0.z, x0.w}, {x1.x, x1.y, x1.z, x1.w}};
+  for (unsigned s = 0; s < 2; s++) {
+    const float a[4] = {A[g * kLdA + 8 * s + t], A[(g + 8) * kLdA + 8 * s + t], A[g * kLdA + 8 * s + t + 4],
+                        A[(g + 8) * kLdA + 8 * s + t + 4]};
+    float ah[4], al[4];
+    split_a(a, ah, al);
 #pragma unroll
-    for (unsigned mm = 0; mm < 4; mm++) {
-      const float4 t = *reinterpret_cast<const float4 *>(B + (m4 + mm) * kLdA);
-#pragma unroll
-      for (unsigned h = 0; h < 2; h++) {
-        acc[h][0] = fmaf(av[h][mm], t.x, acc[h][0]), acc[h][1] = fmaf(av[h][mm], t.y, acc[h][1]);
-        acc[h][2] = fmaf(av[h][mm], t.z, acc[h][2]), acc[h][3] = fmaf(av[h][mm], t.w, acc[h][3]);
-      }
+    for (unsigned nt = 0; nt < 2; nt++) {
+      float bh[2], bl[2];
+      split(B[(8 * s + t) * kLdA + 8 * nt + g], bh[0], bl[0]);
+      split(B[(8 * s + t + 4) * kLdA + 8 * nt + g], bh[1], bl[1]);
+      mma3(acc[nt], ah, al, bh, bl);
     }
   }
 }
 
 /* One warp's share of the blocked inverse (prep_chunk): P = (P_ij if `load`) +
  * sum_{k0 <= k < k1} A_ik T_kj, kept at block (j, i) of Xs (above the diagonal), and if
- * `fin`, T_ij = -T_ii P_ij into block (i, j).  Lane: rows r and r + 8 of the block (r = lane %
- * 8), columns cs..cs+3 (cs = 4 (lane / 8)): a quarter-warp's 16-byte words of a row fall in
- * distinct banks and its B words are one (docs/perf-prefill.md part 30; 1 row x 8 columns a
- * lane took 1.5 times the shared-memory wavefronts and stored with 8-way conflicts).  Reads only
- * blocks that earlier rounds completed.  Not inlined: its eight calls inlined were eight copies
- * of the unrolled 16x16 products, and phase 0 stalled on instruction fetch in them; one shared
- * copy took phase 0 from 0.83 to 0.75 ms at 16384 tokens (docs/perf-prefill.md, v23). */
+ * `fin`, T_ij = -T_ii P_ij into block (i, j).  On the tensor cores (block16_product): as FMAs
+ * from shared memory, a lane's 8 sums of 16 terms a product, these read ~2 words of shared memory
+ * an FMA and were 55-60 % of phase 0's shared-memory wavefronts (docs/perf-prefill.md part 30).
+ * Reads only blocks that earlier rounds completed.  Not inlined: its eight calls inlined were
+ * eight copies of the unrolled products, and phase 0 stalled on instruction fetch in them; one
+ * shared copy took phase 0 from 0.83 to 0.75 ms at 16384 tokens (docs/perf-prefill.md, v23). */
 __device__ __noinline__ void tri_unit(const float *As, float *Xs, unsigned i, unsigned j,
                                          unsigned k0, unsigned k1, bool load, bool fin,
                                          unsigned lane) {
-  const unsigned r = lane & 7u, cs = 4 * (lane >> 3);
-  float *P[2] = {Xs + (16 * j + r) * kLdA + 16 * i + cs, Xs + (16 * j + r + 8) * kLdA + 16 * i + cs};
+  const unsigned g = lane >> 2, t = lane & 3;
+  float *P = Xs + 16 * j * kLdA + 16 * i;
   float acc[2][4];
 #pragma unroll
-  for (unsigned h = 0; h < 2; h++) {
-    const float4 a = load ? *reinterpret_cast<const float4 *>(P[h]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    acc[h][0] = a.x, acc[h][1] = a.y, acc[h][2] = a.z, acc[h][3] = a.w;
+  for (unsigned nt = 0; nt < 2; nt++) {
+    const unsigned c = 8 * nt + 2 * t;
+    const float2 x = load ? *reinterpret_cast<const float2 *>(P + g * kLdA + c) : make_float2(0.0f, 0.0f);
+    const float2 y = load ? *reinterpret_cast<const float2 *>(P + (g + 8) * kLdA + c) : make_float2(0.0f, 0.0f);
+    acc[nt][0] = x.x, acc[nt][1] = x.y, acc[nt][2] = y.x, acc[nt][3] = y.y;
   }
 #pragma unroll 1
-  for (unsigned k = k0; k < k1; k++) {
-    const float *Ar = As + (16 * i + r) * kLdA + 16 * k;
-    const float *Tk = Xs + 16 * k * kLdA + 16 * j + cs;
-    rows2_times_block(acc, Ar, Ar + 8 * kLdA, Tk);
-  }
+  for (unsigned k = k0; k < k1; k++) block16_product(acc, As + 16 * i * kLdA + 16 * k, Xs + 16 * k * kLdA + 16 * j, g, t);
 #pragma unroll
-  for (unsigned h = 0; h < 2; h++)
-    *reinterpret_cast<float4 *>(P[h]) = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+  for (unsigned nt = 0; nt < 2; nt++) {
+    const unsigned c = 8 * nt + 2 * t;
+    *reinterpret_cast<float2 *>(P + g * kLdA + c) = make_float2(acc[nt][0], acc[nt][1]);
+    *reinterpret_cast<float2 *>(P + (g + 8) * kLdA + c) = make_float2(acc[nt][2], acc[nt][3]);
+  }
   if (!fin) return;
   __syncwarp();
-  const float *Tr = Xs + (16 * i + r) * kLdA + 16 * i; /* rows r, r + 8 of T_ii (zero past them) */
-  const float *Pb = Xs + 16 * j * kLdA + 16 * i + cs;
 #pragma unroll
-  for (unsigned h = 0; h < 2; h++)
+  for (unsigned nt = 0; nt < 2; nt++)
 #pragma unroll
-    for (unsigned e = 0; e < 4; e++) acc[h][e] = 0.0f;
-  rows2_times_block(acc, Tr, Tr + 8 * kLdA, Pb);
+    for (unsigned e = 0; e < 4; e++) acc[nt][e] = 0.0f;
+  block16_product(acc, Xs + 16 * i * kLdA + 16 * i, P, g, t); /* T_ii (zero above its diagonal) times P */
+  float *Tij = Xs + 16 * i * kLdA + 16 * j;
 #pragma unroll
-  for (unsigned h = 0; h < 2; h++)
-    *reinterpret_cast<float4 *>(Xs + (16 * i + r + 8 * h) * kLdA + 16 * j + cs) =
-        make_float4(-acc[h][0], -acc[h][1], -acc[h][2], -acc[h][3]);
+  for (unsigned nt = 0; nt < 2; nt++) {
+    const unsigned c = 8 * nt + 2 * t;
+    *reinterpret_cast<float2 *>(Tij + g * kLdA + c) = make_float2(-acc[nt][0], -acc[nt][1]);
+    *reinterpret_cast<float2 *>(Tij + (g + 8) * kLdA + c) = make_float2(-acc[nt][2], -acc[nt][3]);
+  }
 }
 
 /* Every element of a tile array of mma accumulators set to zero. */
