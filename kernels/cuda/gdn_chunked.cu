@@ -515,7 +515,8 @@ __device__ __forceinline__ int shift_into(float mx, int lo) {
  * ready early are summed a round ahead by warps that would idle).  The diagonal blocks are
  * exact lower triangles (zero above their diagonal); above the diagonal blocks Xs holds the
  * P_ij, not T.  Ends with a barrier. */
-__device__ __forceinline__ void invert_unit_lower(const float *As, float *Xs, const lane_ids &l) {
+template <typename Side>
+__device__ __forceinline__ void invert_unit_lower(const float *As, float *Xs, const lane_ids &l, Side &&side) {
   const unsigned lane = l.tid & 31;
   if (l.tid < kCh) {
     const unsigned o = l.tid & ~15u, c = l.tid & 15u;
@@ -550,8 +551,14 @@ __device__ __forceinline__ void invert_unit_lower(const float *As, float *Xs, co
   if (l.w == 1) tri_unit(As, Xs, 3, 1, 2, 3, true, true, lane);   /* + A_32 T_21 */
   if (l.w == 2) tri_unit(As, Xs, 3, 0, 0, 2, false, false, lane); /* A_30 T_00 + A_31 T_10 */
   __syncthreads();
-  if (l.w == 0) tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane);   /* + A_32 T_20 */
+  if (l.w == 0)
+    tri_unit(As, Xs, 3, 0, 2, 3, true, true, lane); /* + A_32 T_20 */
+  else
+    side(); /* warps 1-3, while warp 0 ends T_30: may read T's rows 0..47, which are final */
   __syncthreads();
+}
+__device__ __forceinline__ void invert_unit_lower(const float *As, float *Xs, const lane_ids &l) {
+  invert_unit_lower(As, Xs, l, [] {});
 }
 
 /* The chunk of phase-0 block row j (workspace chunk j): its first token t0 and length L; false

@@ -186,28 +186,43 @@ __device__ __forceinline__ float *wh_bounds(const void *ws, size_t nc, const sha
 
 /* K K^T's 16x8 tiles (row tile R0, column tiles [B0, E0)) and (R1, [B1, E1)) into acc[0][nt] and
  * acc[1][nt], as kkt_rows_f16 makes them from f32 K, here from K's IEEE half plane Kp in shared
- * memory (kernel_bounds.h's layout): the same halves and k order, so the same products.  A lane's
- * pairs of a row lie in one core matrix, its warp's 32 words in distinct banks. */
+ * memory (kernel_bounds.h's layout): the same halves and k order, so the same products.  The plane's
+ * core matrices are ldmatrix's 8x8 matrices: a row tile's A fragment one x4, two column tiles' B
+ * fragments one x4 (one x2 for a column tile alone), each matrix 128 contiguous bytes. */
 __device__ __forceinline__ bool in_span(unsigned x, unsigned b, unsigned e) { return x >= b && x < e; }
 template <unsigned R0, unsigned B0, unsigned E0, unsigned R1, unsigned B1, unsigned E1>
 __device__ __forceinline__ void kkt_tiles_plane(float (&acc)[2][8][4], const unsigned char *Kp, const lane_ids &l) {
   static_assert(E0 <= 2 * R0 + 2 && E1 <= 2 * R1 + 2 && B0 <= E0 && B1 <= E1, "tiles on or below the diagonal");
   zero(acc);
-  auto pair = [&](unsigned tok, unsigned d) { return *reinterpret_cast<const uint32_t *>(Kp + METRALE_WH_PLANE_AT(tok, d)); };
+  const uint32_t kp = sm80::smem_u32(Kp);
+  const unsigned r8 = l.tid & 7u, q = (l.tid >> 3) & 3u; /* row r8 of matrix q, the lane's address */
+  auto need = [](unsigned nt) { return in_span(nt, B0, E0) || in_span(nt, B1, E1); };
 #pragma unroll 1
   for (unsigned k = 0; k < kDk; k += 16) {
-    const unsigned c0 = k + 2 * l.t;
     uint32_t a[2][4], b[8][2];
 #pragma unroll
     for (unsigned i = 0; i < 2; i++) {
       if (i == 1 && B1 == E1) break;
-      const unsigned ra = 16 * (i ? R1 : R0) + l.g;
-      a[i][0] = pair(ra, c0), a[i][1] = pair(ra + 8, c0), a[i][2] = pair(ra, c0 + 8), a[i][3] = pair(ra + 8, c0 + 8);
+      /* matrices: rows 0-7 / 8-15 of the row tile (q % 2), k 0-7 / 8-15 (q / 2): a0..a3 */
+      sm80::ldsm_x4(a[i], kp + METRALE_WH_PLANE_AT(16 * (i ? R1 : R0) + 8 * (q & 1) + r8, k + 8 * (q >> 1)));
     }
+    bool paired = false;
 #pragma unroll
-    for (unsigned nt = 0; nt < 8; nt++)
-      if (in_span(nt, B0, E0) || in_span(nt, B1, E1))
-        b[nt][0] = pair(8 * nt + l.g, c0), b[nt][1] = pair(8 * nt + l.g, c0 + 8);
+    for (unsigned nt = 0; nt < 8; nt++) {
+      if (paired) {
+        paired = false;
+        continue;
+      }
+      if (!need(nt)) continue;
+      if (nt + 1 < 8 && need(nt + 1)) { /* matrices (nt, k), (nt, k + 8), (nt + 1, k), (nt + 1, k + 8) */
+        uint32_t r[4];
+        sm80::ldsm_x4(r, kp + METRALE_WH_PLANE_AT(8 * (nt + (q >> 1)) + r8, k + 8 * (q & 1)));
+        b[nt][0] = r[0], b[nt][1] = r[1], b[nt + 1][0] = r[2], b[nt + 1][1] = r[3];
+        paired = true;
+      } else {
+        sm80::ldsm_x2(b[nt], kp + METRALE_WH_PLANE_AT(8 * nt + r8, k + 8 * (q & 1)));
+      }
+    }
 #pragma unroll
     for (unsigned nt = B0; nt < E0; nt++) mma_f16(acc[0][nt], a[0], b[nt]);
 #pragma unroll
@@ -337,12 +352,12 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   const bool grows = __syncthreads_or(grow);
   if (l.tid == 0) /* the chunk's bound, for the segments' passes (wh_forget_from) */
     wh_bounds(ws, nc, p)[j * p.nv + h] = grows ? __int_as_float(0x7f800000) : gs[kCh - 1];
-  invert_unit_lower(As, Xs, l);
   /* Tb = T diag(beta) in half: 16-byte words of 8 columns; blocks above the diagonal zero.  T's
    * 8 columns by two 16-byte reads: a quarter-warp's 8 rows in distinct banks (by 8-byte reads,
-   * 2-way conflicts: docs/perf-prefill.md part 30) */
-  for (unsigned i = l.tid; i < kTb / 16; i += kBlock) {
-    const unsigned rr = (i / 64) * 8 + i % 8, cg = (i / 8) % 8; /* i = ((rr/8) 8 + cg) 8 + rr%8 */
+   * 2-way conflicts: docs/perf-prefill.md part 30).  Word i = ((rr/8) 8 + cg) 8 + rr%8; the words
+   * of rows 0..47 (i < 384) by warps 1-3 while warp 0 ends the inverse's last block, T_30. */
+  auto tb_word = [&](unsigned i) {
+    const unsigned rr = (i / 64) * 8 + i % 8, cg = (i / 8) % 8;
     uint32_t wv[4] = {0u, 0u, 0u, 0u};
     if (cg / 2 <= rr / 16) {
       const float4 x0 = *reinterpret_cast<const float4 *>(Xs + rr * kLdA + 8 * cg);
@@ -352,7 +367,12 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
       wv[2] = f16x2_rn(x1.x * b[4], x1.y * b[5]), wv[3] = f16x2_rn(x1.z * b[6], x1.w * b[7]);
     }
     *reinterpret_cast<uint4 *>(recB + kBTb + 16 * i) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
-  }
+  };
+  static_assert(kTb / 16 == 512 && kBlock == 128, "Tb's 512 words: 384 of rows 0..47, then 128");
+  invert_unit_lower(As, Xs, l, [&] {
+    for (unsigned i = l.tid - 32; i < 384; i += 96) tb_word(i);
+  });
+  tb_word(384 + l.tid);
 }
 
 /* What a scan block runs for value head h: chunks [cb, ce) (cb < ce) of sequence seq, from the

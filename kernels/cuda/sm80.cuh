@@ -32,6 +32,10 @@ __device__ __forceinline__ void ldsm_x4(uint32_t r[4], uint32_t addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+/* Two 8x8 b16 matrices from shared memory, lane l < 16 giving the row address of matrix l / 8. */
+__device__ __forceinline__ void ldsm_x2(uint32_t r[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
 /* c += a b: mma.sync m16n8k16, bf16 operands, f32 accumulators. */
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
   asm volatile(
