@@ -508,13 +508,14 @@ __device__ __forceinline__ int shift_into(float mx, int lo) {
 }  // namespace f16
 
 /* T = (I + A)^-1 of the strictly lower A in As (stride kLdA) into Xs, in 16x16 blocks (T_ii,
- * T_ij for i > j; block rows and columns of 16 tokens), f32 throughout.  First the four
- * diagonal blocks at once, T_ii = (I + A_ii)^-1 by forward substitution (16 dependent rows, not
- * 64); then the blocks below them, T_ij = -T_ii P_ij with P_ij = sum_{j <= k < i} A_ik T_kj, in
- * three rounds by distance i - j (see tri_unit; the terms of P_20, P_31 and P_30 whose T_kj is
- * ready early are summed a round ahead by warps that would idle).  The diagonal blocks are
- * exact lower triangles (zero above their diagonal); above the diagonal blocks Xs holds the
- * P_ij, not T.  Ends with a barrier. */
+ * T_ij for i > j; block rows and columns of 16 tokens), in f32 (the products below the diagonal
+ * blocks by mma3, close to f32).  First the four diagonal blocks at once, T_ii = (I + A_ii)^-1
+ * by forward substitution in f32 (16 dependent rows, not 64); then the blocks below them,
+ * T_ij = -T_ii P_ij with P_ij = sum_{j <= k < i} A_ik T_kj, in three rounds by distance i - j
+ * (see tri_unit; the terms of P_20, P_31 and P_30 whose T_kj is ready early are summed a round
+ * ahead by warps that would idle).  In the last round, where warp 0 alone makes T_30, warps 1-3
+ * run `side`.  The diagonal blocks are exact lower triangles (zero above their diagonal); above
+ * the diagonal blocks Xs holds the P_ij, not T.  Ends with a barrier. */
 template <typename Side>
 __device__ __forceinline__ void invert_unit_lower(const float *As, float *Xs, const lane_ids &l, Side &&side) {
   const unsigned lane = l.tid & 31;
