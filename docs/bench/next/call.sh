@@ -1,19 +1,20 @@
 #!/bin/bash
-# Prepared 2026-12-07 (fifty-sixth session).  Build p1 (9a406f3: main's kernels since the merge of
-# p1).  The issue-6 table's rows on whatever GPU comes (an H200 for the table; on an H100, perf.md's
-# H100 column): two rounds of the mixer (decode 1, 8, 64, 256; prefill 4096, 16384), the core at the
-# bench's, slow and FlashQLA's gates, and the layer (decode 1, 2, 64, 256; prefill 4096, 16384).
+# Prepared 2026-12-07 (fifty-sixth session; ran on an H100 as docs/bench/h100-2026-12-07-p0/call7.sh
+# with main's kernels built as p1).  Build mn = main (`scripts/device-prepare.sh mn`).  The issue-6
+# table's rows on whatever GPU comes (an H200 for the table; on an H100, perf.md's H100 column): two
+# rounds of the mixer (decode 1, 8, 64, 256; prefill 4096, 16384), the core at the bench's, slow and
+# FlashQLA's gates, and the layer (decode 1, 2, 64, 256; prefill 4096, 16384).
 # Carry [".carry"].
 cd "$(dirname "$0")/../../.."
 CALL=${CALL:-table}
 BUDGET=${BUDGET:-200}
 . scripts/device-call.sh
 for r in 1 2; do
-  B p1 --samples 15 --json > $O/mn_mixer_$r.json 2>>$O/stderr.txt
-  B p1 --core --prefill 4096,16384,65536 --samples 15 --json > $O/mn_core_$r.json 2>>$O/stderr.txt
-  B p1 --core --gates slow --prefill 4096,16384,65536 --samples 15 --json > $O/mn_slow_$r.json 2>>$O/stderr.txt
-  B p1 --core --gates peer --prefill 16384,32768 --samples 15 --json > $O/mn_peer_$r.json 2>>$O/stderr.txt
-  B p1 --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > $O/mn_layer_$r.json 2>>$O/stderr.txt
+  B mn --samples 15 --json > $O/mn_mixer_$r.json 2>>$O/stderr.txt
+  B mn --core --prefill 4096,16384,65536 --samples 15 --json > $O/mn_core_$r.json 2>>$O/stderr.txt
+  B mn --core --gates slow --prefill 4096,16384,65536 --samples 15 --json > $O/mn_slow_$r.json 2>>$O/stderr.txt
+  B mn --core --gates peer --prefill 16384,32768 --samples 15 --json > $O/mn_peer_$r.json 2>>$O/stderr.txt
+  B mn --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > $O/mn_layer_$r.json 2>>$O/stderr.txt
   el "round $r rc=$?"
 done
 finish
