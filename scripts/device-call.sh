@@ -6,6 +6,8 @@
 #   suites V [CF] [LF]  build V's cuda conformance suite and layer suite (filtered by the Criterion
 #                       patterns CF and LF where given) into conf_cuda_V.txt and layer_cuda_V.txt,
 #                       each one's last line into the log
+#   table_rows V R      the issue-6 table's rows of build V (mixer, core at three gates, layer), round R
+#   prefill_rows V R    a prefill change's rows of build V (core, FlashQLA's gates, mixer prefill), round R
 #   kernel_view V RE SKIP NAME [SECTION...]
 #                       ncu's source view of one launch of build V's kernel matching RE (after SKIP
 #                       launches) in the core's bench at 16384 tokens, with ncu's SpeedOfLight,
@@ -70,6 +72,25 @@ suites() {
   run "$v" "${t[@]}" timeout "$(tl 60)" ".carry/var/$v/metrale_layer_tests" --jobs 8 ${lf:+--filter "$lf"} \
     > "$O/layer_cuda_$v.txt" 2>&1
   el "$v cuda layer suite${lf:+ ($lf)} rc=$? $(tail -1 "$O/layer_cuda_$v.txt")"
+}
+# The issue-6 table's rows of build V, round R: the mixer (decode 1, 8, 64, 256; prefill 4096,
+# 16384), the core at the bench's, slow and FlashQLA's gates, the layer: $O/V_{mixer,core,slow,peer,layer}_R.json
+table_rows() {
+  local v=$1 r=$2
+  B "$v" --samples 15 --json > "$O/${v}_mixer_$r.json" 2>>"$O/stderr.txt"
+  B "$v" --core --prefill 4096,16384,65536 --samples 15 --json > "$O/${v}_core_$r.json" 2>>"$O/stderr.txt"
+  B "$v" --core --gates slow --prefill 4096,16384,65536 --samples 15 --json > "$O/${v}_slow_$r.json" 2>>"$O/stderr.txt"
+  B "$v" --core --gates peer --prefill 16384,32768 --samples 15 --json > "$O/${v}_peer_$r.json" 2>>"$O/stderr.txt"
+  B "$v" --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > "$O/${v}_layer_$r.json" \
+    2>>"$O/stderr.txt"
+}
+# A prefill change's rows of build V, round R (an A/B runs them for each build in turn): the core at
+# the bench's gates (4096, 16384, 65536) and FlashQLA's (16384), the mixer's prefill (4096, 16384)
+prefill_rows() {
+  local v=$1 r=$2
+  B "$v" --core --prefill 4096,16384,65536 --samples 15 --json > "$O/${v}_core_$r.json" 2>>"$O/stderr.txt"
+  B "$v" --core --gates peer --prefill 16384 --samples 15 --json > "$O/${v}_peer_$r.json" 2>>"$O/stderr.txt"
+  B "$v" --part mixer --prefill 4096,16384 --samples 15 --json > "$O/${v}_mixer_$r.json" 2>>"$O/stderr.txt"
 }
 kernel_view() { # V REGEX SKIP NAME [SECTION...]: ncu's source view of one launch at 16384 tokens
   local v=$1 re=$2 skip=$3 name=$4 ncu=/usr/local/cuda/bin/ncu sec=()

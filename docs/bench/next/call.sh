@@ -10,11 +10,7 @@ CALL=${CALL:-table}
 BUDGET=${BUDGET:-200}
 . scripts/device-call.sh
 for r in 1 2; do
-  B mn --samples 15 --json > $O/mn_mixer_$r.json 2>>$O/stderr.txt
-  B mn --core --prefill 4096,16384,65536 --samples 15 --json > $O/mn_core_$r.json 2>>$O/stderr.txt
-  B mn --core --gates slow --prefill 4096,16384,65536 --samples 15 --json > $O/mn_slow_$r.json 2>>$O/stderr.txt
-  B mn --core --gates peer --prefill 16384,32768 --samples 15 --json > $O/mn_peer_$r.json 2>>$O/stderr.txt
-  B mn --part layer --decode 1,2,64,256 --prefill 4096,16384 --samples 15 --json > $O/mn_layer_$r.json 2>>$O/stderr.txt
+  table_rows mn $r
   el "round $r rc=$?"
 done
 finish
