@@ -191,6 +191,15 @@ __device__ __forceinline__ void mma3(float d[4], const float ah[4], const float 
   mma(d, ah, bh);
 }
 
+/* x = hi + lo with hi = x's top 19 bits (what the tensor core reads of a .tf32 operand) and
+ * lo = x - hi, exact: one LOP3 where split's round-to-nearest is emulated on sm_90.  The pair
+ * keeps about 20 significant bits (lo, read as tf32, loses its own bits below 11) against
+ * split's 21-22. */
+__device__ __forceinline__ void split_trunc(float x, float &hi, float &lo) {
+  hi = __uint_as_float(__float_as_uint(x) & 0xffffe000u);
+  lo = x - hi;
+}
+
 template <bool RN = false>
 __device__ __forceinline__ void split_a(const float a[4], float ah[4], float al[4]) {
 #pragma unroll
@@ -294,7 +303,8 @@ __device__ __forceinline__ void mma_part(float d[4], const frag &a, const uint32
 
 /* acc[nt] += A B[:, 8 nt .. 8 nt + 8) for a 16x16 block A and a 16-row block B, both of stride
  * kLdA in shared memory (the blocked inverse's product): two k steps of mma m16n8k8 per 8
- * columns, every operand split in two tf32 parts (mma3: close to f32, phase 0's products' class).
+ * columns, every operand split in two tf32 parts by truncation (split_trunc; mma3: close to f32,
+ * phase 0's products' class).
  * Lane (g, t): A's rows g and g + 8 at columns t and t + 4 of a k step (one bank each), B's rows t
  * and t + 4 at column g; acc[nt] its C fragment, rows g and g + 8 at columns 8 nt + 2t, + 1. */
 __device__ __forceinline__ void block16_product(float (&acc)[2][4], const float *A, const float *B, unsigned g,
@@ -304,12 +314,13 @@ __device__ __forceinline__ void block16_product(float (&acc)[2][4], const float 
     const float a[4] = {A[g * kLdA + 8 * s + t], A[(g + 8) * kLdA + 8 * s + t], A[g * kLdA + 8 * s + t + 4],
                         A[(g + 8) * kLdA + 8 * s + t + 4]};
     float ah[4], al[4];
-    split_a(a, ah, al);
+#pragma unroll
+    for (unsigned i = 0; i < 4; i++) split_trunc(a[i], ah[i], al[i]);
 #pragma unroll
     for (unsigned nt = 0; nt < 2; nt++) {
       float bh[2], bl[2];
-      split(B[(8 * s + t) * kLdA + 8 * nt + g], bh[0], bl[0]);
-      split(B[(8 * s + t + 4) * kLdA + 8 * nt + g], bh[1], bl[1]);
+      split_trunc(B[(8 * s + t) * kLdA + 8 * nt + g], bh[0], bl[0]);
+      split_trunc(B[(8 * s + t + 4) * kLdA + 8 * nt + g], bh[1], bl[1]);
       mma3(acc[nt], ah, al, bh, bl);
     }
   }
