@@ -326,6 +326,20 @@ __device__ __forceinline__ void block16_product(float (&acc)[2][4], const float 
   }
 }
 
+/* block16_product's accumulators (negated where NEG) into a 16x16 block at B of stride kLdA: lane
+ * (g, t) writes rows g and g + 8 at columns 8 nt + 2t, + 1. */
+template <bool NEG>
+__device__ __forceinline__ void block16_store(float *B, const float (&acc)[2][4], unsigned g, unsigned t) {
+#pragma unroll
+  for (unsigned nt = 0; nt < 2; nt++) {
+    const unsigned c = 8 * nt + 2 * t;
+    const float s[4] = {NEG ? -acc[nt][0] : acc[nt][0], NEG ? -acc[nt][1] : acc[nt][1], NEG ? -acc[nt][2] : acc[nt][2],
+                        NEG ? -acc[nt][3] : acc[nt][3]};
+    *reinterpret_cast<float2 *>(B + g * kLdA + c) = make_float2(s[0], s[1]);
+    *reinterpret_cast<float2 *>(B + (g + 8) * kLdA + c) = make_float2(s[2], s[3]);
+  }
+}
+
 /* One warp's share of the blocked inverse (prep_chunk): P = (P_ij if `load`) +
  * sum_{k0 <= k < k1} A_ik T_kj, kept at block (j, i) of Xs (above the diagonal), and if
  * `fin`, T_ij = -T_ii P_ij into block (i, j).  On the tensor cores (block16_product): as FMAs
@@ -349,12 +363,7 @@ __device__ __noinline__ void tri_unit(const float *As, float *Xs, unsigned i, un
   }
 #pragma unroll 1
   for (unsigned k = k0; k < k1; k++) block16_product(acc, As + 16 * i * kLdA + 16 * k, Xs + 16 * k * kLdA + 16 * j, g, t);
-#pragma unroll
-  for (unsigned nt = 0; nt < 2; nt++) {
-    const unsigned c = 8 * nt + 2 * t;
-    *reinterpret_cast<float2 *>(P + g * kLdA + c) = make_float2(acc[nt][0], acc[nt][1]);
-    *reinterpret_cast<float2 *>(P + (g + 8) * kLdA + c) = make_float2(acc[nt][2], acc[nt][3]);
-  }
+  block16_store<false>(P, acc, g, t);
   if (!fin) return;
   __syncwarp();
 #pragma unroll
@@ -362,13 +371,7 @@ __device__ __noinline__ void tri_unit(const float *As, float *Xs, unsigned i, un
 #pragma unroll
     for (unsigned e = 0; e < 4; e++) acc[nt][e] = 0.0f;
   block16_product(acc, Xs + 16 * i * kLdA + 16 * i, P, g, t); /* T_ii (zero above its diagonal) times P */
-  float *Tij = Xs + 16 * i * kLdA + 16 * j;
-#pragma unroll
-  for (unsigned nt = 0; nt < 2; nt++) {
-    const unsigned c = 8 * nt + 2 * t;
-    *reinterpret_cast<float2 *>(Tij + g * kLdA + c) = make_float2(-acc[nt][0], -acc[nt][1]);
-    *reinterpret_cast<float2 *>(Tij + (g + 8) * kLdA + c) = make_float2(-acc[nt][2], -acc[nt][3]);
-  }
+  block16_store<true>(Xs + 16 * i * kLdA + 16 * j, acc, g, t); /* T_ij */
 }
 
 /* Every element of a tile array of mma accumulators set to zero. */
