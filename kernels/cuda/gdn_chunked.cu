@@ -596,17 +596,28 @@ __device__ __forceinline__ bool chunk_at(const int *cu, const shape &p, size_t j
   return true;
 }
 
-/* The chunk's g and beta of value head h into gs and bs (zero past its L tokens from t0), then
+/* This thread's token's g and beta of value head h (threads tid < 64; zero past the chunk's L tokens
+ * from t0, and elsewhere), for chunk_gates.  Loaded first, before the chunk's K (and Q) copies are
+ * issued: chunk_gates' scan is the setup's path, and these loads its latency (docs/perf-prefill.md
+ * part 31). */
+struct gate_in {
+  float g, beta;
+};
+__device__ __forceinline__ gate_in gates_load(const float *g, const float *beta, size_t t0, unsigned L, unsigned h,
+                                              const shape &p, const lane_ids &l) {
+  const bool in = l.tid < kCh && l.tid < L;
+  return {in ? g[(t0 + l.tid) * p.nv + h] : 0.0f, in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f};
+}
+
+/* The chunk's g and beta (gates_load's x) into gs and bs, then
  * G, the inclusive prefix sum of g (G_{L-1} past L), for thread tid < 64 (0 elsewhere): a
  * shuffle scan in each of the first two warps, then warp 0's total (through sw[0], which no
  * thread reads again before the block's next barrier) added to warp 1's.  (A loop over the 64
  * tokens was a chain of 64 dependent shared-memory loads.)  Contains two barriers. */
-__device__ __forceinline__ float chunk_gates(float *gs, float *bs, float *sw, const float *g, const float *beta,
-                                             size_t t0, unsigned L, unsigned h, const shape &p, const lane_ids &l) {
+__device__ __forceinline__ float chunk_gates(float *gs, float *bs, float *sw, const gate_in &x, const lane_ids &l) {
   if (l.tid < kCh) {
-    const bool in = l.tid < L;
-    gs[l.tid] = in ? g[(t0 + l.tid) * p.nv + h] : 0.0f;
-    bs[l.tid] = in ? beta[(t0 + l.tid) * p.nv + h] : 0.0f;
+    gs[l.tid] = x.g;
+    bs[l.tid] = x.beta;
   }
   __syncthreads();
   float G = 0.0f;
@@ -647,6 +658,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
   float *Ks = sm + 5 * kCh, *Qt = Ks + kCh * kLdS; /* until A is written */
   const lane_ids l = lanes();
   const unsigned lane = l.tid & 31;
+  const gate_in gx = gates_load(g, beta, t0, L, h, p, l);
 
   { /* the chunk's K and Q rows into shared memory (zero past L tokens) while G is summed
      * (an L2 prefetch of its V rows here was read again from memory: v14, perf-prefill.md) */
@@ -663,7 +675,7 @@ __device__ __forceinline__ void prep_chunk(float *sm, const float *qkv, const fl
     }
     sm80::cp_commit();
   }
-  const float G = chunk_gates(gs, bs, sw, g, beta, t0, L, h, p, l);
+  const float G = chunk_gates(gs, bs, sw, gx, l);
   const float G2 = G * kLog2e; /* the decays below are powers of 2 (one MUFU.EX2 each) */
   if (l.tid < kCh) gs[l.tid] = G2;
   __syncthreads();

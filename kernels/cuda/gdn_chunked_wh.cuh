@@ -284,14 +284,17 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
   float *As = sm + 5 * kCh, *Xs = As + kCh * kLdA;
   float *Ks = sm + 5 * kCh; /* until A is written */
   const lane_ids l = lanes();
+  const gate_in gx = gates_load(g, beta, t0, L, h, p, l);
 
-  if (QKH) { /* k's plane into shared memory (zero past L tokens: the conv wrote it so) */
-    const uint32_t ks = sm80::smem_u32(Ks);
-    const unsigned char *kp = recA + kPlaneQK;
-#pragma unroll
-    for (unsigned i = l.tid; i < kPlaneQK / 16; i += kBlock) sm80::cp_async16(ks + 16 * i, kp + 16 * i, 16u);
-    sm80::cp_commit();
-  } else { /* the chunk's K rows into shared memory (zero past L tokens) */
+  /* k's plane by one bulk copy, completed on an mbarrier in the unused rows 3 and 4 of the gates' area:
+   * one instruction where 8 cp.async a thread and their addressing were ~6 % of phase 0's
+   * instructions (docs/perf-prefill.md part 31) */
+  uint64_t *kbar = reinterpret_cast<uint64_t *>(sm + 3 * kCh);
+  if (QKH && l.tid == 0) {
+    sm90::mbar_init(kbar);
+    sm90::bulk_copy(Ks, recA + kPlaneQK, kPlaneQK, kbar);
+  }
+  if (!QKH) { /* the chunk's K rows into shared memory (zero past L tokens) */
     const unsigned c = 4 * (l.tid & 31);
     const uint32_t ks = sm80::smem_u32(Ks + l.w * kLdS + c);
 #pragma unroll 4
@@ -301,13 +304,14 @@ __device__ __forceinline__ void wh_prep(float *sm, const float *qkv, const float
     }
     sm80::cp_commit();
   }
-  const float G = chunk_gates(gs, bs, sw, g, beta, t0, L, h, p, l);
+  const float G = chunk_gates(gs, bs, sw, gx, l);
   if (l.tid < kCh) {
     gs[l.tid] = G * kLog2e;
     reinterpret_cast<float *>(recB + kBG)[l.tid] = G * kLog2e;
   }
   sm80::cp_wait<0>();
   __syncthreads();
+  if (QKH) sm90::mbar_wait(kbar, 0); /* after the barrier: thread 0 initialised it before chunk_gates' */
   /* q and k in half, once a key head: 16-byte word i = ((tok/8) 16 + d/8) 8 + tok%8 holds (tok, d..d+7) */
   if (!QKH && h % r == 0) {
     static_assert(kPlaneQK / 16 % kBlock == 0, "whole rounds");
