@@ -141,10 +141,13 @@ function(metrale_cuda_kernels out_var)
       else()
         set(out ${gen_dir}/${mod}.${name}.cubin)
       endif()
+      # through MetraleNvccCheck.cmake: the build fails where ptxas serialised a kernel's wgmmas
+      string(REPLACE ";" "|" nvcc_args "${flags};${kind};-gencode;${code};${cu};-o;${out}")
       add_custom_command(
         OUTPUT ${out}
-        COMMAND ${METRALE_NVCC} ${flags} ${kind} -gencode ${code} ${cu} -o ${out}
-        DEPENDS ${cu} ${cu_headers} ${def}
+        COMMAND ${CMAKE_COMMAND} -DNVCC=${METRALE_NVCC} -DARGS=${nvcc_args} -DOUT=${out}
+                -DVERBOSE=${METRALE_CUDA_PTXAS_VERBOSE} -P ${PROJECT_SOURCE_DIR}/cmake/MetraleNvccCheck.cmake
+        DEPENDS ${cu} ${cu_headers} ${def} ${PROJECT_SOURCE_DIR}/cmake/MetraleNvccCheck.cmake
         COMMENT "nvcc kernels/cuda/${mod}.cu for ${name}"
         VERBATIM)
       list(APPEND image_args --image3=${image},file=${out})
