@@ -93,9 +93,6 @@ function(metrale_cuda_kernels out_var)
   if(METRALE_WERROR)
     list(APPEND flags -Werror all-warnings)
   endif()
-  if(METRALE_CUDA_PTXAS_VERBOSE)
-    list(APPEND flags -Xptxas -v) # registers, shared memory and spills per kernel
-  endif()
   if(METRALE_CUDA_LINEINFO)
     list(APPEND flags -lineinfo) # ncu's source view; the SASS is the same
   endif()
@@ -141,7 +138,9 @@ function(metrale_cuda_kernels out_var)
       else()
         set(out ${gen_dir}/${mod}.${name}.cubin)
       endif()
-      # through MetraleNvccCheck.cmake: the build fails where ptxas serialised a kernel's wgmmas
+      # through MetraleNvccCheck.cmake, which always asks ptxas for its report (printed where
+      # METRALE_CUDA_PTXAS_VERBOSE: registers, shared memory and spills per kernel) and fails the
+      # build where ptxas serialised a kernel's wgmmas
       string(REPLACE ";" "|" nvcc_args "${flags};${kind};-gencode;${code};${cu};-o;${out}")
       add_custom_command(
         OUTPUT ${out}
