@@ -77,6 +77,26 @@ grep -q 'demo: all checks passed' "$tmp/stdout" && ok || bad "demo did not pass 
 expect_success bench_json bench --backend cpu --decode 1 --prefill 16 --samples 3 --warmup 1 --json
 grep -q '"results": \[{"kind": "decode"' "$tmp/stdout" && ok || bad "bench --json printed no results: $(cat "$tmp/stdout")"
 
+# --config: random weights at a config's shape (moe_r4's: four value heads a key head), its first
+# linear-attention layer; the audit's paths at that shape
+expect_success bench_config bench --backend cpu --config "$fix/moe_r4/config.json" --part layer --decode 1 --prefill 8 \
+  --samples 1 --warmup 0 --json
+grep -q '"shape": {"hidden": 96, "nk": 1, "nv": 4, "dk": 24, "dv": 16}' "$tmp/stdout" && ok ||
+  bad "bench --config did not time moe_r4's shape: $(head -c 400 "$tmp/stdout")"
+grep -q '"kind": "decode", "n": 1' "$tmp/stdout" && ok || bad "bench --config timed no decode: $(head -c 400 "$tmp/stdout")"
+expect_success bench_config_core bench --backend cpu --config "$fix/config/qwen3_5_text.json" --core --prefill 64 \
+  --samples 1 --warmup 0 --json
+grep -q '"shape": {"nk": 16, "nv": 16, "dk": 128, "dv": 128}' "$tmp/stdout" && ok ||
+  bad "bench --config --core did not take qwen3_5_text's heads: $(head -c 400 "$tmp/stdout")"
+expect_refusal bench_config_and_model bench --backend cpu --config "$fix/moe_r4/config.json" --model "$model"
+expect_refusal bench_config_missing bench --backend cpu --config "$tmp/nope.json" --decode 1 --prefill 8
+expect_refusal bench_config_hostile bench --backend cpu --config "$fix/hostile/cfg_qwen3_5_no_text_config.json" --decode 1
+expect_refusal bench_config_layer_not_linear bench --backend cpu --config "$fix/moe_r4/config.json" --layer 99 --decode 1
+expect_success audit_config audit --backend cpu --config "$fix/moe_r4/config.json"
+grep -q "^        at the shape of $fix/moe_r4/config.json, layer 0:" "$tmp/stdout" && ok ||
+  bad "audit --config does not describe the config's shape: $(tail -5 "$tmp/stdout")"
+expect_refusal audit_config_missing audit --backend cpu --config "$tmp/nope.json"
+
 expect_success bench_model bench --backend cpu --model "$model" --layer 1 --part layer --decode 2 --prefill 8 --samples 3 --warmup 1 --json
 grep -q '"weight_bytes": [1-9]' "$tmp/stdout" && ok || bad "bench --model printed no weight bytes: $(cat "$tmp/stdout")"
 

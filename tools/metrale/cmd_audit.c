@@ -20,7 +20,19 @@ static void tiny_config(metrale_qwen3_config *c) {
   c->linear_layer[0] = 1;
 }
 
-static int audit_one(const char *name, int verbose) {
+/* The paths at the shape of config.json `path` (--config), at its first linear-attention layer. */
+static metrale_status describe_config(metrale_device *dev, const char *path) {
+  metrale_qwen3_config cfg;
+  METRALE_RETURN_IF_ERROR(metrale_config_load(path, &cfg));
+  uint32_t layer = 0;
+  while (layer < cfg.num_hidden_layers && !cfg.linear_layer[layer]) layer++;
+  if (layer == cfg.num_hidden_layers)
+    return METRALE_ERROR(INVALID_ARGUMENT, "--config %s: no linear-attention layer", path);
+  printf("        at the shape of %s, layer %u:\n", path, layer);
+  return metrale_qwen3_ssm_describe_shape(dev, &cfg, layer, stdout);
+}
+
+static int audit_one(const char *name, int verbose, const char *config) {
   metrale_backend_report r;
   metrale_backend_probe(name, &r);
   printf("%-7s %s: %s\n", r.name, r.available ? "available" : "unavailable", r.reason);
@@ -67,6 +79,7 @@ static int audit_one(const char *name, int verbose) {
       printf("        at the Qwen3-Next-80B-A3B shape (what `metrale bench` times):\n");
       bench_a3b_config(&cfg);
       s = metrale_qwen3_ssm_describe_shape(dev, &cfg, 0, stdout);
+      if (!s && config) s = describe_config(dev, config);
       if (s) rc = cli_fail("audit", s);
     }
   }
@@ -77,14 +90,22 @@ static int audit_one(const char *name, int verbose) {
 int cmd_audit(int argc, char **argv) {
   cli_opt opts[] = {
       {"--backend", 1, NULL, "only this backend (cpu, cuda, hip, vulkan); default: all"},
+      {"--config", 1, NULL,
+       "also the paths at the shape of this config.json (Qwen3-Next or Qwen3.5), its first linear-attention layer"},
   };
-  int rc = cli_parse("audit", "[--backend NAME]", opts, 1, argc, argv);
+  int rc = cli_parse("audit", "[--backend NAME] [--config FILE]", opts, 2, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  if (opts[0].value && strcmp(opts[0].value, "auto") != 0) return audit_one(opts[0].value, 1);
+  const char *config = opts[1].value;
+  if (config) { /* a bad file fails once, before any backend's lines */
+    metrale_qwen3_config cfg;
+    metrale_status s = metrale_config_load(config, &cfg);
+    if (s) return cli_fail("audit", s);
+  }
+  if (opts[0].value && strcmp(opts[0].value, "auto") != 0) return audit_one(opts[0].value, 1, config);
   const size_t n = metrale_backend_count();
   rc = CLI_OK;
   for (size_t i = 0; i < n; i++) {
-    int r = audit_one(metrale_backend_name(i), 1);
+    int r = audit_one(metrale_backend_name(i), 1, config);
     if (r == CLI_CHECK_FAILED) rc = r;
     printf("\n");
   }

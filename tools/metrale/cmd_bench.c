@@ -171,9 +171,10 @@ static metrale_status bench_core(metrale_device *dev, const metrale_qwen3_config
            metrale_ops_delta_rule_prefill_path(&ops, dk, dv, vhalf), "tokens", "median ms", "min ms", "TFLOP/s",
            "kernels one call launches");
   else
-    printf("{\"core\": \"%s\", \"gates\": \"%s\", \"sequences\": %u, \"flops_per_token\": %.0f, \"results\": [",
+    printf("{\"core\": \"%s\", \"gates\": \"%s\", \"sequences\": %u, \"flops_per_token\": %.0f, "
+           "\"shape\": {\"nk\": %u, \"nv\": %u, \"dk\": %u, \"dv\": %u}, \"results\": [",
            metrale_ops_delta_rule_prefill_path(&ops, dk, dv, vhalf), gate_names[gates], seqs,
-           core_flops_per_token(cfg));
+           core_flops_per_token(cfg), nk, nv, dk, dv);
   metrale_status s = METRALE_OK;
   for (int i = 0; i < n && !s; i++) {
     const uint32_t T = lens[i];
@@ -306,8 +307,11 @@ int cmd_bench(int argc, char **argv) {
       {"--cycle", 0, NULL,
        "also time decode steps that go round the --decode batches, one step each (a serving loop whose "
        "batch size changes every step)"},
+      {"--config", 1, NULL,
+       "random weights at the shape of this config.json (Qwen3-Next or Qwen3.5, e.g. a model's own) instead "
+       "of the Qwen3-Next-80B-A3B shape; its first linear-attention layer unless --layer names another"},
   };
-  int rc = cli_parse("bench", "[options]", opts, 16, argc, argv);
+  int rc = cli_parse("bench", "[options]", opts, 17, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
   const int json = opts[6].value != NULL;
   FILE *info = json ? stderr : stdout;
@@ -354,13 +358,27 @@ int cmd_bench(int argc, char **argv) {
   bench_a3b_config(&cfg);
   metrale_checkpoint *ckpt = NULL;
   uint32_t layer_index = 0;
-  if (!s && opts[9].value && !opts[8].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--layer goes with --model");
+  const char *shape_file = opts[16].value; /* --config: random weights at that shape */
+  if (!s && shape_file && opts[8].value) s = METRALE_ERROR(INVALID_ARGUMENT, "--config and --model: one or the other");
+  if (!s && opts[9].value && !opts[8].value && !shape_file)
+    s = METRALE_ERROR(INVALID_ARGUMENT, "--layer goes with --model or --config");
   if (!s && opts[9].value) s = cli_parse_u32("--layer", opts[9].value, &layer_index);
   if (!s && opts[8].value) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", opts[8].value);
     s = metrale_config_load(path, &cfg);
     if (!s) s = metrale_checkpoint_open(opts[8].value, &ckpt);
+  }
+  if (!s && shape_file) {
+    s = metrale_config_load(shape_file, &cfg);
+    if (!s && !opts[9].value) { /* the first linear-attention layer */
+      while (layer_index < cfg.num_hidden_layers && !cfg.linear_layer[layer_index]) layer_index++;
+      if (layer_index == cfg.num_hidden_layers)
+        s = METRALE_ERROR(INVALID_ARGUMENT, "--config %s: no linear-attention layer", shape_file);
+    }
+    if (!s && (layer_index >= cfg.num_hidden_layers || !cfg.linear_layer[layer_index]))
+      s = METRALE_ERROR(INVALID_ARGUMENT, "--config %s: layer %u is not a linear-attention layer", shape_file,
+                        layer_index);
   }
   if (s) {
     metrale_device_destroy(dev);
@@ -387,7 +405,7 @@ int cmd_bench(int argc, char **argv) {
       cfg.num_experts = 0;
       cfg.intermediate_size = 1;
     }
-    s = metrale_qwen3_ssm_layer_create(dev, &cfg, 0, metrale_weight_source_random(&rs), &layer);
+    s = metrale_qwen3_ssm_layer_create(dev, &cfg, layer_index, metrale_weight_source_random(&rs), &layer);
   }
   t_load = cli_now() - t_load;
   uint64_t rss_peak = cli_peak_rss();
@@ -398,6 +416,7 @@ int cmd_bench(int argc, char **argv) {
   metrale_checkpoint_close(ckpt); /* the weights are on the device now */
   char ckpt_name[300];
   if (opts[8].value) snprintf(ckpt_name, sizeof ckpt_name, "layer %u of %.250s", layer_index, opts[8].value);
+  else if (shape_file) snprintf(ckpt_name, sizeof ckpt_name, "random, layer %u of %.250s", layer_index, shape_file);
   else snprintf(ckpt_name, sizeof ckpt_name, "random, Qwen3-Next-80B-A3B shape");
   uint64_t wbytes = layer ? metrale_qwen3_ssm_layer_weight_bytes(layer) : 0;
 
@@ -468,11 +487,13 @@ int cmd_bench(int argc, char **argv) {
       printf("{\"backend\": \"%s\", \"device\": \"%s\", \"part\": \"%s\", \"copy_gbps\": %.2f, "
              "\"gemm_tflops\": %.4f, \"weight_bytes\": %llu, \"load_seconds\": %.3f, "
              "\"load_peak_rss_delta_bytes\": %llu, \"decode_graphs\": %s, \"second_stream\": %s, "
-             "\"prefill_sequences\": %u, \"new_slots\": %s, \"results\": [",
+             "\"prefill_sequences\": %u, \"new_slots\": %s, \"shape\": {\"hidden\": %u, \"nk\": %u, \"nv\": %u, "
+             "\"dk\": %u, \"dv\": %u}, \"results\": [",
              be->name, be->caps.device_name, part == METRALE_PART_MIXER ? "mixer" : "layer", bw, tf,
              (unsigned long long)wbytes, t_load,
              (unsigned long long)(rss_peak > rss_before ? rss_peak - rss_before : 0),
-             graphs ? "true" : "false", second ? "true" : "false", seqs, new_slots ? "true" : "false");
+             graphs ? "true" : "false", second ? "true" : "false", seqs, new_slots ? "true" : "false",
+             cfg.hidden_size, cfg.nk, cfg.nv, cfg.dk, cfg.dv);
       for (int i = 0; i < nres; i++)
         printf("%s{\"kind\": \"%s\", \"n\": %u, \"median_us\": %.2f, \"min_us\": %.2f, \"gbps\": %.2f, "
                "\"pct_copy_bw\": %.1f, \"tflops\": %.4f, \"kernels\": %s}", i ? ", " : "", res[i].kind, res[i].n,
@@ -482,9 +503,9 @@ int cmd_bench(int argc, char **argv) {
     } else {
       printf("ceilings measured here: copy %.1f GB/s (read + write), gemm_bf16 %.3f TFLOP/s\n", bw, tf);
       double grew = (double)(rss_peak > rss_before ? rss_peak - rss_before : 0);
-      printf("layer weights %.1f MB (%s), created in %.2f s; peak host RSS growth while creating "
-             "%.1f MB (%.2fx the weight bytes)\n", (double)wbytes / 1e6, ckpt_name, t_load, grew / 1e6,
-             wbytes ? grew / (double)wbytes : 0.0);
+      printf("layer weights %.1f MB (%s: hidden %u, %u key / %u value heads of %u/%u), created in %.2f s; peak "
+             "host RSS growth while creating %.1f MB (%.2fx the weight bytes)\n", (double)wbytes / 1e6, ckpt_name,
+             cfg.hidden_size, cfg.nk, cfg.nv, cfg.dk, cfg.dv, t_load, grew / 1e6, wbytes ? grew / (double)wbytes : 0.0);
       printf("%-8s %7s %12s %12s %10s %9s %10s\n", "case", "n", "median us", "min us", "GB/s",
              "% copy", "TFLOP/s");
       for (int i = 0; i < nres; i++)
