@@ -27,4 +27,8 @@ metrale_status bench_gemm_rate(metrale_device *dev, uint32_t n, double *out_tflo
 /* The Qwen3-Next-80B-A3B layer shape that bench times (and audit describes). */
 void bench_a3b_config(metrale_qwen3_config *c);
 
+/* --config FILE (bench and audit): *layer as given (given != 0), else the first linear-attention
+ * layer of c, the config read from path; INVALID_ARGUMENT unless that layer is a linear-attention one. */
+metrale_status bench_config_layer(const metrale_qwen3_config *c, const char *path, int given, uint32_t *layer);
+
 #endif

@@ -20,19 +20,14 @@ static void tiny_config(metrale_qwen3_config *c) {
   c->linear_layer[0] = 1;
 }
 
-/* The paths at the shape of config.json `path` (--config), at its first linear-attention layer. */
-static metrale_status describe_config(metrale_device *dev, const char *path) {
+/* --config: the config read once, its path and the layer whose paths are described */
+typedef struct audit_config {
+  const char *path;
   metrale_qwen3_config cfg;
-  METRALE_RETURN_IF_ERROR(metrale_config_load(path, &cfg));
-  uint32_t layer = 0;
-  while (layer < cfg.num_hidden_layers && !cfg.linear_layer[layer]) layer++;
-  if (layer == cfg.num_hidden_layers)
-    return METRALE_ERROR(INVALID_ARGUMENT, "--config %s: no linear-attention layer", path);
-  printf("        at the shape of %s, layer %u:\n", path, layer);
-  return metrale_qwen3_ssm_describe_shape(dev, &cfg, layer, stdout);
-}
+  uint32_t layer;
+} audit_config;
 
-static int audit_one(const char *name, int verbose, const char *config) {
+static int audit_one(const char *name, int verbose, const audit_config *config) {
   metrale_backend_report r;
   metrale_backend_probe(name, &r);
   printf("%-7s %s: %s\n", r.name, r.available ? "available" : "unavailable", r.reason);
@@ -79,7 +74,10 @@ static int audit_one(const char *name, int verbose, const char *config) {
       printf("        at the Qwen3-Next-80B-A3B shape (what `metrale bench` times):\n");
       bench_a3b_config(&cfg);
       s = metrale_qwen3_ssm_describe_shape(dev, &cfg, 0, stdout);
-      if (!s && config) s = describe_config(dev, config);
+      if (!s && config) {
+        printf("        at the shape of %s, layer %u:\n", config->path, config->layer);
+        s = metrale_qwen3_ssm_describe_shape(dev, &config->cfg, config->layer, stdout);
+      }
       if (s) rc = cli_fail("audit", s);
     }
   }
@@ -95,11 +93,14 @@ int cmd_audit(int argc, char **argv) {
   };
   int rc = cli_parse("audit", "[--backend NAME] [--config FILE]", opts, 2, argc, argv);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  const char *config = opts[1].value;
-  if (config) { /* a bad file fails once, before any backend's lines */
-    metrale_qwen3_config cfg;
-    metrale_status s = metrale_config_load(config, &cfg);
+  audit_config ac;
+  const audit_config *config = NULL;
+  if (opts[1].value) { /* a bad file fails once, before any backend's lines */
+    ac.path = opts[1].value;
+    metrale_status s = metrale_config_load(ac.path, &ac.cfg);
+    if (!s) s = bench_config_layer(&ac.cfg, ac.path, 0, &ac.layer);
     if (s) return cli_fail("audit", s);
+    config = &ac;
   }
   if (opts[0].value && strcmp(opts[0].value, "auto") != 0) return audit_one(opts[0].value, 1, config);
   const size_t n = metrale_backend_count();

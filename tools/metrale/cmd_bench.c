@@ -23,6 +23,18 @@ void bench_a3b_config(metrale_qwen3_config *c) {
   c->linear_layer[0] = 1;
 }
 
+metrale_status bench_config_layer(const metrale_qwen3_config *c, const char *path, int given, uint32_t *layer) {
+  if (!given) {
+    *layer = 0;
+    while (*layer < c->num_hidden_layers && !c->linear_layer[*layer]) ++*layer;
+    if (*layer == c->num_hidden_layers)
+      return METRALE_ERROR(INVALID_ARGUMENT, "--config %s: no linear-attention layer", path);
+  }
+  if (*layer >= c->num_hidden_layers || !c->linear_layer[*layer])
+    return METRALE_ERROR(INVALID_ARGUMENT, "--config %s: layer %u is not a linear-attention layer", path, *layer);
+  return METRALE_OK;
+}
+
 typedef struct case_ctx {
   metrale_qwen3_ssm_layer *layer;
   metrale_state_pool *pool;
@@ -371,14 +383,7 @@ int cmd_bench(int argc, char **argv) {
   }
   if (!s && shape_file) {
     s = metrale_config_load(shape_file, &cfg);
-    if (!s && !opts[9].value) { /* the first linear-attention layer */
-      while (layer_index < cfg.num_hidden_layers && !cfg.linear_layer[layer_index]) layer_index++;
-      if (layer_index == cfg.num_hidden_layers)
-        s = METRALE_ERROR(INVALID_ARGUMENT, "--config %s: no linear-attention layer", shape_file);
-    }
-    if (!s && (layer_index >= cfg.num_hidden_layers || !cfg.linear_layer[layer_index]))
-      s = METRALE_ERROR(INVALID_ARGUMENT, "--config %s: layer %u is not a linear-attention layer", shape_file,
-                        layer_index);
+    if (!s) s = bench_config_layer(&cfg, shape_file, opts[9].value != NULL, &layer_index);
   }
   if (s) {
     metrale_device_destroy(dev);
