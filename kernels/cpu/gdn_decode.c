@@ -71,3 +71,17 @@ metrale_status cpu_k_gdn_decode_pair35(const gpu_arg *args) {
     return METRALE_ERROR(INVALID_ARGUMENT, "gdn_decode_pair35: needs a 16-byte aligned state");
   return decode_heads128("gdn_decode_pair35", args);
 }
+
+/* And the pair kernel's r = 4 form's: the Qwen head size with four value heads per key head, a
+ * 16-byte aligned state. */
+metrale_status cpu_k_gdn_decode_pair35_r4(const gpu_arg *args) {
+  const uint32_t nk = cpu_arg_u(args, 10), nv = cpu_arg_u(args, 11), dk = cpu_arg_u(args, 12),
+                 dv = cpu_arg_u(args, 13);
+  if (((uintptr_t)cpu_arg_p(args, 7) & 15u) != 0)
+    return METRALE_ERROR(INVALID_ARGUMENT, "gdn_decode_pair35_r4: needs a 16-byte aligned state");
+  if (dk != 128 || dv != 128 || nk == 0 || nv != 4 * nk)
+    return METRALE_ERROR(INVALID_ARGUMENT,
+                         "gdn_decode_pair35_r4: needs dk = dv = 128 and nv/nk = 4 (got dk %u, dv %u, nk %u, nv %u)",
+                         dk, dv, nk, nv);
+  return decode_fused(args);
+}

@@ -588,14 +588,17 @@ static_assert(mk_block("gdn_decode_cluster35") == kBlock, "the slice mapping ass
  * barrier and shifts the q/k conv state; each block shifts its own v channels last.  Same
  * arithmetic in the same order as fused_fast for each head (s' = S e^g is recomputed from the
  * copy for the update: the same bits), so y and both states equal the fused kernel's bit for
- * bit. */
+ * bit.  gdn_decode_pair35_r4 is the same block in clusters of 4: a key head's four value heads
+ * (Qwen3.5-397B-A17B's and -122B-A10B's heads), whose fused kernel walks four heads a block. */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #include "sm90a.cuh"
 namespace {
-constexpr unsigned kPair = 2; /* blocks a cluster: a key head's value heads (r <= 2) */
 constexpr unsigned kHeadBytes = FD * FD * sizeof(float);
 
-/* One block: the head of unit blockIdx.x (token * nv + value head), its state copied into Ss. */
+/* One block: the head of unit blockIdx.x (token * nv + value head), its state copied into Ss.
+ * R blocks a cluster: R = 2 takes r = nv/nk <= 2, R = 4 only r = 4 (a cluster is then one key
+ * head's value heads; launch-time validation rejects other shapes). */
+template <unsigned R>
 __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 *cw, float *cs,
                                             const float *a_log, const bf16 *dt_bias, const bf16 *nw,
                                             float *state, const int *slots, unsigned bsz, unsigned nk,
@@ -605,7 +608,7 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
   const unsigned r0 = grp * kTileRows, c0 = lane * 4u;
   const size_t unit = blockIdx.x;
   /* launch-time validation rejects other shapes; every block still meets the barrier */
-  const bool live = dk == FD && dv == FD && nk != 0 && nv % nk == 0 && nv / nk <= 2 && kw != 0 &&
+  const bool live = dk == FD && dv == FD && nk != 0 && nv % nk == 0 && (R == 4 ? nv / nk == 4 : nv / nk <= 2) && kw != 0 &&
                     unit < (size_t)bsz * nv && aligned16(state);
   float x_qk = 0.0f, x_v = 0.0f;
   float *st_qk = nullptr, *st_v = nullptr;
@@ -681,7 +684,7 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
     cluster_arrive_release();
   }
   if (st_v) conv_shift(st_v, x_v, kw);
-  cluster_wait_acquire(); /* both blocks have read the q/k conv state */
+  cluster_wait_acquire(); /* every block of the key head has read the q/k conv state */
   if (shift_qk) conv_shift(st_qk, x_qk, kw);
   if (tid == 0) sm90::bulk_wait_read(); /* Ss stays until the engine has read it */
 }
@@ -690,7 +693,7 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
 /* Three blocks an SM: 3 x (64 KiB + the static 10 KiB) of shared memory, <= 85 registers. */
 static_assert(mk_shared("gdn_decode_pair35") == kHeadBytes, "kernels.def METRALE_KERNEL_SHARED row: one head");
 extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_pair35"), 3)
-__cluster_dims__(kPair, 1, 1)
+__cluster_dims__(2, 1, 1)
 gdn_decode_pair35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state, const float *a_log,
                   const bf16 *dt_bias, const bf16 *norm_w, float *state, const int *slots, unsigned bsz,
                   unsigned nk, unsigned nv, unsigned dk, unsigned dv, unsigned kw, float eps) {
@@ -698,9 +701,25 @@ gdn_decode_pair35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state
   __shared__ __align__(16) fast_smem sm;
   __shared__ uint64_t bar;
   mk_allow_next();
-  pair_decode(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv, kw, eps,
-              sm, reinterpret_cast<float *>(smem_pair), &bar);
+  pair_decode<2>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv, kw, eps,
+                 sm, reinterpret_cast<float *>(smem_pair), &bar);
 }
 MK_CHECK(gdn_decode_pair35, gdn_decode);
 static_assert(mk_block("gdn_decode_pair35") == kBlock, "fused_fast's tiles assume blocks of 256");
+
+static_assert(mk_shared("gdn_decode_pair35_r4") == kHeadBytes, "kernels.def METRALE_KERNEL_SHARED row: one head");
+extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_pair35_r4"), 3)
+__cluster_dims__(4, 1, 1)
+gdn_decode_pair35_r4(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state, const float *a_log,
+                     const bf16 *dt_bias, const bf16 *norm_w, float *state, const int *slots, unsigned bsz,
+                     unsigned nk, unsigned nv, unsigned dk, unsigned dv, unsigned kw, float eps) {
+  extern __shared__ __align__(128) unsigned char smem_pair[];
+  __shared__ __align__(16) fast_smem sm;
+  __shared__ uint64_t bar;
+  mk_allow_next();
+  pair_decode<4>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv, kw, eps,
+                 sm, reinterpret_cast<float *>(smem_pair), &bar);
+}
+MK_CHECK(gdn_decode_pair35_r4, gdn_decode);
+static_assert(mk_block("gdn_decode_pair35_r4") == kBlock, "fused_fast's tiles assume blocks of 256");
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */

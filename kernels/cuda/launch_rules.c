@@ -35,7 +35,13 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
       return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, "
                            "nk %u, nv %u)", k, u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
   }
-  if (strcmp(k, "gdn_decode_pair35") == 0 && (args[metrale_kernel_arg_index(info, "state")].v.ptr & 15u) != 0)
+  if (strcmp(k, "gdn_decode_pair35_r4") == 0) {
+    uint32_t nk = u32_arg(info, args, "nk"), nv = u32_arg(info, args, "nv");
+    if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128 || nv != 4 * nk)
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk = 4 (got dk %u, dv %u, nk %u, nv %u)",
+                           k, u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
+  }
+  if (strncmp(k, "gdn_decode_pair35", 17) == 0 && (args[metrale_kernel_arg_index(info, "state")].v.ptr & 15u) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned state", k);
   if (strncmp(k, "conv1d_prefill_l2norm", 21) == 0) { /* and its _xh, _xhv, _qkh forms */
     uint32_t c = u32_arg(info, args, "c"), dk = u32_arg(info, args, "dk"), nk = u32_arg(info, args, "nk");

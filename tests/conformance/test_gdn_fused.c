@@ -120,6 +120,7 @@ static void ref_token(double *y, double *conv_ref, double *state_ref, const floa
 static uint32_t grid_of(metrale_kernel_id id, const fshape *s, uint32_t bsz) {
   if (id == METRALE_K_gdn_decode_cluster35) return 8 * ((bsz * s->nv + 1) / 2);
   if (id == METRALE_K_gdn_decode_pair35) return 2 * ((bsz * s->nv + 1) / 2);
+  if (id == METRALE_K_gdn_decode_pair35_r4) return bsz * s->nv;
   return bsz * s->nk;
 }
 
@@ -224,6 +225,14 @@ Test(gdn_decode, gdn_decode_pair35) {
   run_shapes(METRALE_K_gdn_decode_pair35, cluster_shapes, sizeof cluster_shapes / sizeof cluster_shapes[0]);
 }
 
+/* Its r = 4 form (a cluster of 4 is a key head): one key head, two and three (clusters of other key
+ * heads and, at batches 3 and 5, of other tokens), conv widths 4, 3 and 2. */
+static const fshape r4_shapes[] = {{1, 4, 128, 128, 4}, {2, 8, 128, 128, 4}, {3, 12, 128, 128, 3}, {2, 8, 128, 128, 2}};
+
+Test(gdn_decode, gdn_decode_pair35_r4) {
+  run_shapes(METRALE_K_gdn_decode_pair35_r4, r4_shapes, sizeof r4_shapes / sizeof r4_shapes[0]);
+}
+
 /* Other head sizes and r > 2 are an invalid argument, not a launch that computes something
  * else.  No argument points at memory: a launch that went ahead would crash the test. */
 /* Launches id at batch 1 on shape s with every pointer 0 but the state's (state_at) and
@@ -245,10 +254,9 @@ static void expect_refused(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, c
   metrale_status_free(st);
 }
 
-static void run_rejects(metrale_kernel_id id) {
+static void run_rejects(metrale_kernel_id id, const fshape *bad, size_t n) {
   CF_BEGIN(ctx, kern, id);
-  static const fshape bad[] = {{1, 1, 96, 128, 4}, {1, 1, 128, 64, 4}, {1, 3, 128, 128, 4}, {2, 8, 128, 128, 4}};
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+  for (size_t i = 0; i < n; i++) {
     const fshape *s = &bad[i];
     snprintf(ctx.shape, sizeof ctx.shape, "nk=%u nv=%u dk=%u dv=%u", s->nk, s->nv, s->dk, s->dv);
     expect_refused(&ctx, kern, id, s, 0);
@@ -256,8 +264,19 @@ static void run_rejects(metrale_kernel_id id) {
   cf_close(&ctx);
 }
 
-Test(gdn_decode, gdn_decode_cluster35_rejects_other_shapes) { run_rejects(METRALE_K_gdn_decode_cluster35); }
-Test(gdn_decode, gdn_decode_pair35_rejects_other_shapes) { run_rejects(METRALE_K_gdn_decode_pair35); }
+/* r <= 2 kernels: other head sizes, r = 3 and r = 4; the r = 4 one: other head sizes, r = 1, 2, 3 */
+static const fshape bad_r2[] = {{1, 1, 96, 128, 4}, {1, 1, 128, 64, 4}, {1, 3, 128, 128, 4}, {2, 8, 128, 128, 4}};
+static const fshape bad_r4[] = {{1, 4, 96, 128, 4}, {1, 4, 128, 64, 4}, {1, 1, 128, 128, 4}, {2, 4, 128, 128, 4},
+                                {1, 3, 128, 128, 4}, {2, 16, 128, 128, 4}};
+Test(gdn_decode, gdn_decode_cluster35_rejects_other_shapes) {
+  run_rejects(METRALE_K_gdn_decode_cluster35, bad_r2, sizeof bad_r2 / sizeof bad_r2[0]);
+}
+Test(gdn_decode, gdn_decode_pair35_rejects_other_shapes) {
+  run_rejects(METRALE_K_gdn_decode_pair35, bad_r2, sizeof bad_r2 / sizeof bad_r2[0]);
+}
+Test(gdn_decode, gdn_decode_pair35_r4_rejects_other_shapes) {
+  run_rejects(METRALE_K_gdn_decode_pair35_r4, bad_r4, sizeof bad_r4 / sizeof bad_r4[0]);
+}
 
 /* The pair kernel copies a head's state with the bulk engine: an unaligned state is an
  * invalid argument (the launch would otherwise go ahead and fault on the pointer 4). */
@@ -266,5 +285,13 @@ Test(gdn_decode, gdn_decode_pair35_rejects_unaligned_state) {
   static const fshape ok = {1, 2, 128, 128, 4};
   snprintf(ctx.shape, sizeof ctx.shape, "nk=1 nv=2 dk=dv=128, state at byte 4");
   expect_refused(&ctx, kern, METRALE_K_gdn_decode_pair35, &ok, 4);
+  cf_close(&ctx);
+}
+
+Test(gdn_decode, gdn_decode_pair35_r4_rejects_unaligned_state) {
+  CF_BEGIN(ctx, kern, METRALE_K_gdn_decode_pair35_r4);
+  static const fshape ok = {1, 4, 128, 128, 4};
+  snprintf(ctx.shape, sizeof ctx.shape, "nk=1 nv=4 dk=dv=128, state at byte 4");
+  expect_refused(&ctx, kern, METRALE_K_gdn_decode_pair35_r4, &ok, 4);
   cf_close(&ctx);
 }

@@ -97,6 +97,24 @@ Test(modes, heads_of_128_decode_equals_prefill, .timeout = 600) {
   metrale_device_destroy(dev);
 }
 
+/* Four value heads a key head of 128 (Qwen3.5-397B-A17B's and -122B-A10B's ratio, 2 key / 8 value
+ * heads here): on CUDA the fused kernel up to batch 4, the pair kernel's r = 4 form above.  Decoded,
+ * the layer agrees with a prefill of the same tokens; the batch walks down from 6 to 1. */
+Test(modes, heads_of_128_r4_decode_equals_prefill, .timeout = 600) {
+  metrale_device *dev = lt_open_device();
+  metrale_qwen3_config cfg;
+  heads128_config(&cfg, 1);
+  cfg.nk = 2, cfg.nv = 8;
+  const uint32_t lens[] = {6, 5, 4, 3, 2, 1};
+  float *x = lt_random_x(21ull * cfg.hidden_size, 67);
+  metrale_device_launches_reset(dev);
+  expect_modes_agree(dev, &cfg, 17, METRALE_PART_LAYER, x, lens, 6, 3);
+  lt_expect_launched(dev, METRALE_K_gdn_decode_fused35, "decode batches 1 to 4 of four value heads a key head");
+  lt_expect_launched(dev, METRALE_K_gdn_decode_pair35_r4, "decode batches 5 and 6 of four value heads a key head");
+  free(x);
+  metrale_device_destroy(dev);
+}
+
 /* lt_small_config with the bench's mixer: hidden 2048, 16 key / 32 value heads of 128 */
 static void bench_mixer_config(metrale_qwen3_config *c, int moe) {
   lt_small_config(c, moe);

@@ -940,9 +940,29 @@ static int decode_pair_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, uin
   return !(fused_blocks <= 2 * sms && pair_blocks > 3 * sms);
 }
 
+static int heads_128_r4(uint32_t nk, uint32_t nv, uint32_t dk, uint32_t dv) {
+  return dk == 128 && dv == 128 && nk != 0 && nv == 4 * nk;
+}
+
+/* At four value heads a key head (Qwen3.5-397B-A17B, -122B-A10B) the pair kernel's form in clusters
+ * of 4, from the same batch and with no exception for one wave: there the fused kernel's block walks
+ * four heads one after the other.  On an H100 at 397B's shape: decode 5 / 64 / 256 174.0-174.7 /
+ * 371.7-372.8 / 1089-1098 us on the fused kernel, 169.3-170.2 / 342.7-344.3 / 965-978 on this
+ * (docs/perf-decode.md section 36). */
+static int decode_pair_r4_fits(const metrale_ops *o, uint32_t bsz, uint32_t nk, uint32_t nv, uint32_t dk,
+                               uint32_t dv, gpu_ptr state) {
+  return o->k[METRALE_K_gdn_decode_pair35_r4] && bsz >= DECODE_PAIR_MIN_BATCH && heads_128_r4(nk, nv, dk, dv) &&
+         (state & 15u) == 0;
+}
+
 const char *metrale_ops_gdn_decode_path(const metrale_ops *o, uint32_t nk, uint32_t nv, uint32_t dk,
                                         uint32_t dv) {
   if (!metrale_ops_has_gdn_decode_fused(o)) return NULL;
+  if (heads_128_r4(nk, nv, dk, dv)) {
+    if (!decode_pair_r4_fits(o, DECODE_PAIR_MIN_BATCH, nk, nv, dk, dv, 0)) return "gdn_decode.gdn_decode_fused35";
+    return "gdn_decode.gdn_decode_fused35 up to batch 4, gdn_decode.gdn_decode_pair35_r4 from batch "
+           TEXT_OF(DECODE_PAIR_MIN_BATCH) " (the cluster kernel takes nv <= 2 nk only)";
+  }
   const int cluster = decode_cluster_fits(o, 1, nk, nv, dk, dv);
   const int pair = decode_pair_fits(o, DECODE_PAIR_MIN_BATCH, nk, nv, dk, dv, 0);
   if (cluster && pair)
@@ -957,7 +977,8 @@ const char *metrale_ops_gdn_decode_path(const metrale_ops *o, uint32_t nk, uint3
            "kernel where only its blocks fit in one wave)";
   if (!o->k[METRALE_K_gdn_decode_cluster35] && !o->k[METRALE_K_gdn_decode_pair35])
     return "gdn_decode.gdn_decode_fused35";
-  return "gdn_decode.gdn_decode_fused35 (the cluster and pair kernels take only heads of 128 with nv <= 2 nk)";
+  return "gdn_decode.gdn_decode_fused35 (the cluster and pair kernels take only heads of 128 with nv <= 2 nk, the "
+         "pair kernel's r = 4 form nv = 4 nk)";
 }
 
 metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr y,
@@ -969,6 +990,9 @@ metrale_status op_gdn_decode_fused(const metrale_ops *o, gpu_stream st, gpu_ptr 
     return METRALE_ERROR(NOT_FOUND, "the backend has no fused decode kernel");
   if ((uint64_t)bsz * nk > UINT32_MAX)
     return METRALE_ERROR(INVALID_ARGUMENT, "decode batch of %u with %u key heads", bsz, nk);
+  if (decode_pair_r4_fits(o, bsz, nk, nv, dk, dv, state))
+    LAUNCH(o, st, gdn_decode_pair35_r4, (uint64_t)bsz * nv, 1, P(y), P(p), P(conv_w), P(conv_state), P(a_log),
+           P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv), U(dk), U(dv), U(kw), F(eps));
   if (decode_cluster_fits(o, bsz, nk, nv, dk, dv))
     LAUNCH(o, st, gdn_decode_cluster35, 8 * CEIL_DIV((uint64_t)bsz * nv, 2), 1, P(y), P(p), P(conv_w),
            P(conv_state), P(a_log), P(dt_bias), P(norm_w), P(state), P(slots), U(bsz), U(nk), U(nv),

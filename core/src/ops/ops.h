@@ -191,7 +191,8 @@ metrale_status op_delta_rule_prefill(const metrale_ops *o, gpu_stream st, gpu_pt
  * y bf16 [B, nv*dv] from p f32 [B, P] in the order [q | k | v | z | b | a], updating both
  * states of each slot.  NOT_FOUND when the backend lacks it: the caller then runs the
  * chain (metrale_ops_has_gdn_decode_fused says which).  Small batches of the Qwen head size
- * take gdn_decode_cluster35 where the backend has it, larger ones gdn_decode_pair35. */
+ * take gdn_decode_cluster35 where the backend has it, larger ones gdn_decode_pair35 (its r = 4
+ * form gdn_decode_pair35_r4 at four value heads a key head). */
 int metrale_ops_has_gdn_decode_fused(const metrale_ops *ops);
 /* The kernels the fused decode takes for these heads, by batch (text for the audit); NULL
  * without a fused kernel. */
