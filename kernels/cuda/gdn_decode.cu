@@ -690,36 +690,24 @@ __device__ __forceinline__ void pair_decode(bf16 *y, const float *p, const bf16 
 }
 }  // namespace
 
-/* Three blocks an SM: 3 x (64 KiB + the static 10 KiB) of shared memory, <= 85 registers. */
-static_assert(mk_shared("gdn_decode_pair35") == kHeadBytes, "kernels.def METRALE_KERNEL_SHARED row: one head");
-extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_pair35"), 3)
-__cluster_dims__(2, 1, 1)
-gdn_decode_pair35(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state, const float *a_log,
-                  const bf16 *dt_bias, const bf16 *norm_w, float *state, const int *slots, unsigned bsz,
-                  unsigned nk, unsigned nv, unsigned dk, unsigned dv, unsigned kw, float eps) {
-  extern __shared__ __align__(128) unsigned char smem_pair[];
-  __shared__ __align__(16) fast_smem sm;
-  __shared__ uint64_t bar;
-  mk_allow_next();
-  pair_decode<2>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv, kw, eps,
-                 sm, reinterpret_cast<float *>(smem_pair), &bar);
-}
-MK_CHECK(gdn_decode_pair35, gdn_decode);
-static_assert(mk_block("gdn_decode_pair35") == kBlock, "fused_fast's tiles assume blocks of 256");
+/* The kernels, one a cluster size R: three blocks an SM, 3 x (64 KiB + the static 10 KiB) of shared
+ * memory, <= 85 registers. */
+#define PAIR_KERNEL(name, R)                                                                                  \
+  static_assert(mk_shared(#name) == kHeadBytes, "kernels.def METRALE_KERNEL_SHARED row: one head");          \
+  extern "C" __global__ void __launch_bounds__(mk_block(#name), 3) __cluster_dims__(R, 1, 1)                 \
+  name(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state, const float *a_log, const bf16 *dt_bias, \
+       const bf16 *norm_w, float *state, const int *slots, unsigned bsz, unsigned nk, unsigned nv, unsigned dk,   \
+       unsigned dv, unsigned kw, float eps) {                                                                 \
+    extern __shared__ __align__(128) unsigned char smem_pair[];                                               \
+    __shared__ __align__(16) fast_smem sm;                                                                    \
+    __shared__ uint64_t bar;                                                                                  \
+    mk_allow_next();                                                                                          \
+    pair_decode<R>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv, kw, eps, \
+                   sm, reinterpret_cast<float *>(smem_pair), &bar);                                           \
+  }                                                                                                           \
+  MK_CHECK(name, gdn_decode);                                                                                 \
+  static_assert(mk_block(#name) == kBlock, "fused_fast's tiles assume blocks of 256")
 
-static_assert(mk_shared("gdn_decode_pair35_r4") == kHeadBytes, "kernels.def METRALE_KERNEL_SHARED row: one head");
-extern "C" __global__ void __launch_bounds__(mk_block("gdn_decode_pair35_r4"), 3)
-__cluster_dims__(4, 1, 1)
-gdn_decode_pair35_r4(bf16 *y, const float *p, const bf16 *conv_w, float *conv_state, const float *a_log,
-                     const bf16 *dt_bias, const bf16 *norm_w, float *state, const int *slots, unsigned bsz,
-                     unsigned nk, unsigned nv, unsigned dk, unsigned dv, unsigned kw, float eps) {
-  extern __shared__ __align__(128) unsigned char smem_pair[];
-  __shared__ __align__(16) fast_smem sm;
-  __shared__ uint64_t bar;
-  mk_allow_next();
-  pair_decode<4>(y, p, conv_w, conv_state, a_log, dt_bias, norm_w, state, slots, bsz, nk, nv, dk, dv, kw, eps,
-                 sm, reinterpret_cast<float *>(smem_pair), &bar);
-}
-MK_CHECK(gdn_decode_pair35_r4, gdn_decode);
-static_assert(mk_block("gdn_decode_pair35_r4") == kBlock, "fused_fast's tiles assume blocks of 256");
+PAIR_KERNEL(gdn_decode_pair35, 2);    /* r <= 2: a cluster is one or two key heads */
+PAIR_KERNEL(gdn_decode_pair35_r4, 4); /* r = 4: a cluster is a key head */
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */

@@ -278,20 +278,20 @@ Test(gdn_decode, gdn_decode_pair35_r4_rejects_other_shapes) {
   run_rejects(METRALE_K_gdn_decode_pair35_r4, bad_r4, sizeof bad_r4 / sizeof bad_r4[0]);
 }
 
-/* The pair kernel copies a head's state with the bulk engine: an unaligned state is an
- * invalid argument (the launch would otherwise go ahead and fault on the pointer 4). */
-Test(gdn_decode, gdn_decode_pair35_rejects_unaligned_state) {
-  CF_BEGIN(ctx, kern, METRALE_K_gdn_decode_pair35);
-  static const fshape ok = {1, 2, 128, 128, 4};
-  snprintf(ctx.shape, sizeof ctx.shape, "nk=1 nv=2 dk=dv=128, state at byte 4");
-  expect_refused(&ctx, kern, METRALE_K_gdn_decode_pair35, &ok, 4);
+/* The pair kernels copy a head's state with the bulk engine: an unaligned state is an invalid
+ * argument (the launch would otherwise go ahead and fault on the pointer 4). */
+static void run_unaligned(metrale_kernel_id id, const fshape *ok) {
+  CF_BEGIN(ctx, kern, id);
+  snprintf(ctx.shape, sizeof ctx.shape, "nk=%u nv=%u dk=dv=128, state at byte 4", ok->nk, ok->nv);
+  expect_refused(&ctx, kern, id, ok, 4);
   cf_close(&ctx);
 }
 
+Test(gdn_decode, gdn_decode_pair35_rejects_unaligned_state) {
+  static const fshape ok = {1, 2, 128, 128, 4};
+  run_unaligned(METRALE_K_gdn_decode_pair35, &ok);
+}
 Test(gdn_decode, gdn_decode_pair35_r4_rejects_unaligned_state) {
-  CF_BEGIN(ctx, kern, METRALE_K_gdn_decode_pair35_r4);
   static const fshape ok = {1, 4, 128, 128, 4};
-  snprintf(ctx.shape, sizeof ctx.shape, "nk=1 nv=4 dk=dv=128, state at byte 4");
-  expect_refused(&ctx, kern, METRALE_K_gdn_decode_pair35_r4, &ok, 4);
-  cf_close(&ctx);
+  run_unaligned(METRALE_K_gdn_decode_pair35_r4, &ok);
 }
