@@ -50,38 +50,32 @@ static metrale_status decode_fused(const gpu_arg *args) {
 metrale_status cpu_k_gdn_decode_fused35(const gpu_arg *args) { return decode_fused(args); }
 
 /* The cluster kernel's op is the fused one; its contract takes only the Qwen head size
- * with at most two value heads per key head, and so does the oracle. */
-static metrale_status decode_heads128(const char *kernel, const gpu_arg *args) {
+ * with at most two value heads per key head (r4: exactly four), and so does the oracle. */
+static metrale_status decode_heads128(const char *kernel, const gpu_arg *args, int r4) {
   const uint32_t nk = cpu_arg_u(args, 10), nv = cpu_arg_u(args, 11), dk = cpu_arg_u(args, 12),
                  dv = cpu_arg_u(args, 13);
-  if (dk != 128 || dv != 128 || nk == 0 || nv % nk != 0 || nv / nk > 2)
-    return METRALE_ERROR(INVALID_ARGUMENT,
-                         "%s: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, nk %u, nv %u)", kernel, dk,
-                         dv, nk, nv);
+  const int ratio_ok = nk != 0 && (r4 ? nv == 4 * nk : nv % nk == 0 && nv / nk <= 2);
+  if (dk != 128 || dv != 128 || !ratio_ok)
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk %s (got dk %u, dv %u, nk %u, nv %u)",
+                         kernel, r4 ? "= 4" : "<= 2", dk, dv, nk, nv);
   return decode_fused(args);
 }
 
 metrale_status cpu_k_gdn_decode_cluster35(const gpu_arg *args) {
-  return decode_heads128("gdn_decode_cluster35", args);
+  return decode_heads128("gdn_decode_cluster35", args, 0);
 }
 
 /* So is the pair kernel's, with the same shapes and a 16-byte aligned state. */
 metrale_status cpu_k_gdn_decode_pair35(const gpu_arg *args) {
   if (((uintptr_t)cpu_arg_p(args, 7) & 15u) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "gdn_decode_pair35: needs a 16-byte aligned state");
-  return decode_heads128("gdn_decode_pair35", args);
+  return decode_heads128("gdn_decode_pair35", args, 0);
 }
 
 /* And the pair kernel's r = 4 form's: the Qwen head size with four value heads per key head, a
  * 16-byte aligned state. */
 metrale_status cpu_k_gdn_decode_pair35_r4(const gpu_arg *args) {
-  const uint32_t nk = cpu_arg_u(args, 10), nv = cpu_arg_u(args, 11), dk = cpu_arg_u(args, 12),
-                 dv = cpu_arg_u(args, 13);
   if (((uintptr_t)cpu_arg_p(args, 7) & 15u) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "gdn_decode_pair35_r4: needs a 16-byte aligned state");
-  if (dk != 128 || dv != 128 || nk == 0 || nv != 4 * nk)
-    return METRALE_ERROR(INVALID_ARGUMENT,
-                         "gdn_decode_pair35_r4: needs dk = dv = 128 and nv/nk = 4 (got dk %u, dv %u, nk %u, nv %u)",
-                         dk, dv, nk, nv);
-  return decode_fused(args);
+  return decode_heads128("gdn_decode_pair35_r4", args, 1);
 }

@@ -29,17 +29,12 @@ metrale_status cuda_kernels_check_launch(const metrale_kernel_info *info, const 
       u32_arg(info, args, "dk") > CUDA_MAX_DK)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: dk = %u is above the %u the cuda kernels support", k,
                          u32_arg(info, args, "dk"), CUDA_MAX_DK);
-  if (strcmp(k, "gdn_decode_cluster35") == 0 || strcmp(k, "gdn_decode_pair35") == 0) {
+  const int r4 = strcmp(k, "gdn_decode_pair35_r4") == 0; /* four value heads a key head; the others up to two */
+  if (r4 || strcmp(k, "gdn_decode_cluster35") == 0 || strcmp(k, "gdn_decode_pair35") == 0) {
     uint32_t nk = u32_arg(info, args, "nk"), nv = u32_arg(info, args, "nv");
-    if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128 || nv > 2 * nk)
-      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk <= 2 (got dk %u, dv %u, "
-                           "nk %u, nv %u)", k, u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
-  }
-  if (strcmp(k, "gdn_decode_pair35_r4") == 0) {
-    uint32_t nk = u32_arg(info, args, "nk"), nv = u32_arg(info, args, "nv");
-    if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128 || nv != 4 * nk)
-      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk = 4 (got dk %u, dv %u, nk %u, nv %u)",
-                           k, u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
+    if (u32_arg(info, args, "dk") != 128 || u32_arg(info, args, "dv") != 128 || (r4 ? nv != 4 * nk : nv > 2 * nk))
+      return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs dk = dv = 128 and nv/nk %s (got dk %u, dv %u, nk %u, nv %u)",
+                           k, r4 ? "= 4" : "<= 2", u32_arg(info, args, "dk"), u32_arg(info, args, "dv"), nk, nv);
   }
   if (strncmp(k, "gdn_decode_pair35", 17) == 0 && (args[metrale_kernel_arg_index(info, "state")].v.ptr & 15u) != 0)
     return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned state", k);
