@@ -21,12 +21,27 @@ run wd timeout 30 .carry/var/wd/metrale bench --backend cuda --config $S397 --de
   --warmup 1 > "$O/smoke.txt" 2>&1
 el "wd smoke rc=$?"
 suites wd
+# w64 = cr4 + ws64.patch (gemm_f16_ws64: whole-K 64x256 tiles, no pairs, in_proj at decode <= 64 where
+# no split form fits: 397B's and 122B's 81 tiles; decode 1-2 there too, without wide.patch)
+suites w64 'gemm/*'
+# w160 = w64 + n160.patch (the same kernel on 64x160 tiles: 129 of them at 397B's 20608 columns)
+suites w160 'gemm/*' 'modes/*'
 for t in memcheck racecheck synccheck; do
   run wd env METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1 timeout "$(tl 60)" \
     /usr/local/cuda/bin/compute-sanitizer --tool $t --error-exitcode 9 .carry/var/wd/metrale_conformance --jobs 1 \
     --filter 'gdn_decode/*cluster35*' > "$O/${t}_cl.txt" 2>&1
   el "wd $t rc=$? $(tail -1 "$O/${t}_cl.txt")"
 done
+for t in memcheck racecheck; do
+  for v in w64 w160; do
+  run $v env METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1 timeout "$(tl 60)" \
+    /usr/local/cuda/bin/compute-sanitizer --tool $t --error-exitcode 9 .carry/var/$v/metrale_conformance --jobs 1 \
+    --filter 'gemm/gemm_f16_ws64' > "$O/${t}_$v.txt" 2>&1
+  el "$v $t rc=$? $(tail -1 "$O/${t}_$v.txt")"
+  done
+done
+run w64 timeout "$(tl 60)" .carry/var/w64/metrale audit --backend cuda --config $S397 > "$O/audit_w64.txt" 2>&1
+el "w64 audit rc=$?"
 # the new layer test (wd's binary) on cr4's library (no wide.patch): it must fail there
 run cr4 env METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1 timeout 60 .carry/var/wd/metrale_layer_tests \
   --filter 'modes/wide_in*' > "$O/wide_test_on_cr4.txt" 2>&1
@@ -36,7 +51,7 @@ el "wd audit rc=$?"
 ab() { # round R: every build at the three shapes (skipped with less than 70 s left)
   local r=$1
   [ "$(tl 70)" -lt 70 ] && { el "round $r skipped"; return; }
-  for v in mn cr4 wd; do
+  for v in mn cr4 wd w64 w160; do
     B $v --config $S397 --decode 1,2,3,4,5,8,16,64,256 --prefill 64 --samples 15 --json > "$O/${v}_397_$r.json" 2>>"$O/stderr.txt"
     B $v --config $S122 --decode 1,2,4,8,64 --prefill 64 --samples 15 --json > "$O/${v}_122_$r.json" 2>>"$O/stderr.txt"
     B $v --decode 1,2,3,4,8,64,256 --prefill 64 --samples 15 --json > "$O/${v}_a3b_$r.json" 2>>"$O/stderr.txt"
@@ -44,7 +59,7 @@ ab() { # round R: every build at the three shapes (skipped with less than 70 s l
   done
 }
 ab 1
-for v in mn wd; do
+for v in mn wd w64 w160; do
   run $v timeout "$(tl 90)" /usr/local/cuda/bin/ncu --clock-control none -k 'regex:gemm|gemv|gdn_decode|f32_to_f16' \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv .carry/var/$v/metrale bench --backend cuda --config $S397 \
     --decode 1,8,64 --prefill 64 --samples 1 --warmup 0 --no-graphs > "$O/ncu_$v.csv" 2>&1
@@ -62,7 +77,7 @@ if grep -q H200 "$O/gpu.txt"; then
 else
   el "not an H200: $(sed -n 2p "$O/gpu.txt"); no table"
 fi
-for v in mn wd; do
+for v in mn wd w64; do
   [ "$(tl 60)" -lt 60 ] && break
   run $v timeout "$(tl 120)" .carry/var/$v/metrale bench --backend cuda --config $S397 --part layer --decode 1,64 \
     --prefill 4096 --samples 10 --json > "$O/${v}_397layer.json" 2>>"$O/stderr.txt"
