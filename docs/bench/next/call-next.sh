@@ -20,6 +20,23 @@ S122=docs/shapes/qwen3_5_122b_a10b.json
 run wd timeout 30 .carry/var/wd/metrale bench --backend cuda --config $S397 --decode 1,8 --prefill 64 --samples 2 \
   --warmup 1 > "$O/smoke.txt" 2>&1
 el "wd smoke rc=$?"
+ab() { # round R: every build at the three shapes (skipped with less than 70 s left)
+  local r=$1
+  [ "$(tl 70)" -lt 70 ] && { el "round $r skipped"; return; }
+  for v in mn cr4 wd w64 w160; do
+    B $v --config $S397 --decode 1,2,3,4,5,8,16,64,256 --prefill 64 --samples 15 --json > "$O/${v}_397_$r.json" 2>>"$O/stderr.txt"
+    B $v --config $S122 --decode 1,2,4,8,64 --prefill 64 --samples 15 --json > "$O/${v}_122_$r.json" 2>>"$O/stderr.txt"
+    B $v --decode 1,2,3,4,8,64,256 --prefill 64 --samples 15 --json > "$O/${v}_a3b_$r.json" 2>>"$O/stderr.txt"
+    el "$v round $r rc=$?"
+  done
+}
+ab 1
+for v in mn wd w64 w160; do
+  run $v timeout "$(tl 90)" /usr/local/cuda/bin/ncu --clock-control none -k 'regex:gemm|gemv|gdn_decode|f32_to_f16' \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv .carry/var/$v/metrale bench --backend cuda --config $S397 \
+    --decode 1,8,64 --prefill 64 --samples 1 --warmup 0 --no-graphs > "$O/ncu_$v.csv" 2>&1
+  el "$v ncu rc=$?"
+done
 suites wd
 # w64 = cr4 + ws64.patch (gemm_f16_ws64: whole-K 64x256 tiles, no pairs, in_proj at decode <= 64 where
 # no split form fits: 397B's and 122B's 81 tiles; decode 1-2 there too, without wide.patch)
@@ -48,23 +65,6 @@ run cr4 env METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1 timeout 60 
 el "wide test on cr4 (must fail) rc=$? $(tail -1 "$O/wide_test_on_cr4.txt")"
 run wd timeout "$(tl 60)" .carry/var/wd/metrale audit --backend cuda --config $S397 > "$O/audit_wd.txt" 2>&1
 el "wd audit rc=$?"
-ab() { # round R: every build at the three shapes (skipped with less than 70 s left)
-  local r=$1
-  [ "$(tl 70)" -lt 70 ] && { el "round $r skipped"; return; }
-  for v in mn cr4 wd w64 w160; do
-    B $v --config $S397 --decode 1,2,3,4,5,8,16,64,256 --prefill 64 --samples 15 --json > "$O/${v}_397_$r.json" 2>>"$O/stderr.txt"
-    B $v --config $S122 --decode 1,2,4,8,64 --prefill 64 --samples 15 --json > "$O/${v}_122_$r.json" 2>>"$O/stderr.txt"
-    B $v --decode 1,2,3,4,8,64,256 --prefill 64 --samples 15 --json > "$O/${v}_a3b_$r.json" 2>>"$O/stderr.txt"
-    el "$v round $r rc=$?"
-  done
-}
-ab 1
-for v in mn wd w64 w160; do
-  run $v timeout "$(tl 90)" /usr/local/cuda/bin/ncu --clock-control none -k 'regex:gemm|gemv|gdn_decode|f32_to_f16' \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv .carry/var/$v/metrale bench --backend cuda --config $S397 \
-    --decode 1,8,64 --prefill 64 --samples 1 --warmup 0 --no-graphs > "$O/ncu_$v.csv" 2>&1
-  el "$v ncu rc=$?"
-done
 ab 2
 ab 3
 if grep -q H200 "$O/gpu.txt"; then
