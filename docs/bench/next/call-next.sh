@@ -32,17 +32,17 @@ ab() { # round R: every build at the three shapes (skipped with less than 70 s l
 }
 ab 1
 for v in mn wd w64 w160; do
-  run $v timeout "$(tl 90)" /usr/local/cuda/bin/ncu --clock-control none -k 'regex:gemm|gemv|gdn_decode|f32_to_f16' \
+  run $v timeout "$(tl 45)" /usr/local/cuda/bin/ncu --clock-control none -k 'regex:gemm|gemv|gdn_decode|f32_to_f16' \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv .carry/var/$v/metrale bench --backend cuda --config $S397 \
     --decode 1,8,64 --prefill 64 --samples 1 --warmup 0 --no-graphs > "$O/ncu_$v.csv" 2>&1
   el "$v ncu rc=$?"
 done
-suites wd
-# w64 = cr4 + ws64.patch (gemm_f16_ws64: whole-K 64x256 tiles, no pairs, in_proj at decode <= 64 where
-# no split form fits: 397B's and 122B's 81 tiles; decode 1-2 there too, without wide.patch)
-suites w64 'gemm/*'
 # w160 = w64 + n160.patch (the same kernel on 64x160 tiles: 129 of them at 397B's 20608 columns)
 suites w160 'gemm/*' 'modes/*'
+# w64 = cr4 + ws64.patch (gemm_f16_ws64: whole-K 64x256 tiles, no pairs, in_proj at decode <= 64 where
+# no split form fits: 397B's and 122B's 81 tiles; decode 1-2 there too, without wide.patch)
+suites w64 'gemm/*' 'modes/*'
+suites wd
 for t in memcheck racecheck synccheck; do
   run wd env METRALE_TEST_BACKEND=cuda METRALE_TEST_REQUIRE_BACKEND=1 timeout "$(tl 60)" \
     /usr/local/cuda/bin/compute-sanitizer --tool $t --error-exitcode 9 .carry/var/wd/metrale_conformance --jobs 1 \
