@@ -65,17 +65,14 @@ metrale_status cpu_k_gdn_decode_cluster35(const gpu_arg *args) {
   return decode_heads128("gdn_decode_cluster35", args, 0);
 }
 
-/* So is the pair kernel's, with the same shapes and a 16-byte aligned state. */
-metrale_status cpu_k_gdn_decode_pair35(const gpu_arg *args) {
+/* So is the pair kernels', with the same shapes and a 16-byte aligned state. */
+static metrale_status decode_pair(const char *kernel, const gpu_arg *args, int r4) {
   if (((uintptr_t)cpu_arg_p(args, 7) & 15u) != 0)
-    return METRALE_ERROR(INVALID_ARGUMENT, "gdn_decode_pair35: needs a 16-byte aligned state");
-  return decode_heads128("gdn_decode_pair35", args, 0);
+    return METRALE_ERROR(INVALID_ARGUMENT, "%s: needs a 16-byte aligned state", kernel);
+  return decode_heads128(kernel, args, r4);
 }
 
-/* And the pair kernel's r = 4 form's: the Qwen head size with four value heads per key head, a
- * 16-byte aligned state. */
-metrale_status cpu_k_gdn_decode_pair35_r4(const gpu_arg *args) {
-  if (((uintptr_t)cpu_arg_p(args, 7) & 15u) != 0)
-    return METRALE_ERROR(INVALID_ARGUMENT, "gdn_decode_pair35_r4: needs a 16-byte aligned state");
-  return decode_heads128("gdn_decode_pair35_r4", args, 1);
-}
+metrale_status cpu_k_gdn_decode_pair35(const gpu_arg *args) { return decode_pair("gdn_decode_pair35", args, 0); }
+
+/* the r = 4 form: four value heads per key head */
+metrale_status cpu_k_gdn_decode_pair35_r4(const gpu_arg *args) { return decode_pair("gdn_decode_pair35_r4", args, 1); }

@@ -233,8 +233,8 @@ Test(gdn_decode, gdn_decode_pair35_r4) {
   run_shapes(METRALE_K_gdn_decode_pair35_r4, r4_shapes, sizeof r4_shapes / sizeof r4_shapes[0]);
 }
 
-/* Other head sizes and r > 2 are an invalid argument, not a launch that computes something
- * else.  No argument points at memory: a launch that went ahead would crash the test. */
+/* Other head sizes and ratios (r > 2 for the r <= 2 kernels, r != 4 for the r = 4 one) are an
+ * invalid argument, not a launch that computes something else. */
 /* Launches id at batch 1 on shape s with every pointer 0 but the state's (state_at) and
  * expects INVALID_ARGUMENT: a launch that went ahead would crash the test. */
 static void expect_refused(cf_ctx *ctx, gpu_kernel kern, metrale_kernel_id id, const fshape *s,
